@@ -1,0 +1,33 @@
+"""Benchmark data, prompts and scoring rules: pure functions over plain records."""
+
+from benchmarks.base import Benchmark, DataFile, Release, get, names
+from benchmarks.records import (
+    Constraint,
+    DataError,
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    JudgeTurn,
+    Message,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
+
+__all__ = [
+    "Benchmark",
+    "Constraint",
+    "DataError",
+    "ImportedResult",
+    "DataFile",
+    "Instance",
+    "JudgeTask",
+    "JudgeTurn",
+    "Message",
+    "Plan",
+    "Release",
+    "ScoringMode",
+    "TurnOutcome",
+    "get",
+    "names",
+]

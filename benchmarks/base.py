@@ -1,0 +1,98 @@
+"""The contract every benchmark module fulfils, and the registry that finds them by name.
+
+A benchmark is a set of pure functions over records (benchmarks.records): it loads and validates its
+data, says how a response is scored (rule values now, judge tasks for the rest), and parses judge
+replies. It never performs I/O beyond reading its own data files, and never imports the runner.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One file of a benchmark's pinned release: where it lives below the base URL, and how to check it.
+    `sha256` or `git_blob` (sha1 of b"blob <size>\\0" + content) must be given."""
+
+    relpath: str  # path below the benchmark's data directory, and below its base URL
+    sha256: str | None = None
+    git_blob: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Where the pinned data comes from: `base_url` + "/" + relpath for each file."""
+
+    base_url: str
+    revision: str
+    files: tuple[DataFile, ...]
+
+
+class Benchmark(Protocol):
+    name: str
+    # Keys a [[benchmarks]] table may hold for this benchmark, besides name, data, limit and scoring.
+    options: frozenset[str]
+
+    @property
+    def release(self) -> Release:
+        """The pinned data release (read lazily: most runs never download)."""
+
+    def validate_options(self, options: Mapping[str, Any]) -> None:
+        """Raise ValueError naming the option when a value is wrong (unknown keys are caught before)."""
+
+    def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
+        """Instances to generate for, in file order, filtered by `options`. Raises DataError."""
+
+    def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
+        """Rule values for rule-scored constraints and judge tasks for the rest."""
+
+    def parse(
+        self, instance: Instance, task: JudgeTask, turn_idx: int, reply: str, mode: ScoringMode
+    ) -> TurnOutcome:
+        """Turn a judge reply into per-constraint values. Never eval()s the reply."""
+
+    def template_version(self) -> str:
+        """A short hash of every prompt template this benchmark sends; goes into the run manifest."""
+
+    def fixture_dir(self) -> Path:
+        """The small built-in sample in the real schema (our own text), used by the demo and tests."""
+
+
+_REGISTRY: dict[str, str] = {
+    "followbench": "benchmarks.followbench:FollowBench",
+    "infobench": "benchmarks.infobench:InfoBench",
+    "cfbench": "benchmarks.cfbench:CFBench",
+    "eifbench": "benchmarks.eifbench:EIFBench",
+}
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Benchmark:
+    """The benchmark called `name`, imported on first use so that one broken module breaks only itself."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(_REGISTRY)}") from None
+    module_name, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    bench: Benchmark = cls()
+    return bench
+
+
+class SupportsImport(Protocol):
+    """Benchmarks whose reference tools' output files `ifsweep import` can read."""
+
+    def read_reference_outputs(
+        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    ) -> Iterator[ImportedResult]:
+        """Each stored (model, instance, response, judge replies). Raises DataError on a bad file."""

@@ -1,0 +1,80 @@
+"""EIFBench as a `Benchmark`: one single-turn judge task per scoring question."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks.base import Release
+from benchmarks.eifbench import _import, _parse, _prompts
+from benchmarks.eifbench._load import SCENARIOS, load_instances
+from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
+
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
+
+
+def _scenario(options: Mapping[str, Any]) -> str | None:
+    value = options.get("scenario")
+    if value is None:
+        return None
+    if value not in SCENARIOS:
+        raise ValueError(f"option 'scenario': expected one of {', '.join(SCENARIOS)}, got {value!r}")
+    return str(value)
+
+
+class EIFBench:
+    name = "eifbench"
+    options = frozenset({"scenario"})
+
+    @property
+    def release(self) -> Release:
+        from benchmarks import releases
+
+        return releases.EIFBENCH
+
+    def validate_options(self, options: Mapping[str, Any]) -> None:
+        unknown = set(options) - self.options
+        if unknown:
+            raise ValueError(f"unknown option(s) for eifbench: {', '.join(sorted(unknown))}")
+        _scenario(options)
+
+    def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
+        return load_instances(data_dir, _scenario(options))
+
+    def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
+        # The same requests in both modes; they differ only in how replies are read.
+        subs = {
+            int(s["idx"]): (str(s["key"]), str(s["instruction"])) for s in instance.meta["sub_instructions"]
+        }
+        task_input = str(instance.meta["input"])
+        tasks = []
+        for c in instance.constraints:
+            if c.instruction_idx is None or c.instruction_idx not in subs:
+                raise ValueError(
+                    f"{instance.instance_id}: constraint {c.idx} names no sub-instruction of the task"
+                )
+            key, instruction = subs[c.instruction_idx]
+            user = _prompts.score_user(task_input, response, key, instruction, c.text)
+            tasks.append(
+                JudgeTask(task_idx=c.idx, turns=(JudgeTurn(user, (c.idx,)),), system=_prompts.SYSTEM)
+            )
+        return Plan(rule_values={}, judge_tasks=tuple(tasks))
+
+    def parse(
+        self, instance: Instance, task: JudgeTask, turn_idx: int, reply: str, mode: ScoringMode
+    ) -> TurnOutcome:
+        if turn_idx != 0:
+            raise ValueError(f"EIFBench judge tasks have one turn, got turn {turn_idx}")
+        return _parse.parse_turn(reply, mode)
+
+    def template_version(self) -> str:
+        return _prompts.template_version()
+
+    def fixture_dir(self) -> Path:
+        return FIXTURE_DIR
+
+    def read_reference_outputs(
+        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    ) -> Iterator[ImportedResult]:
+        return _import.read_reference_outputs(paths, data_dir, _scenario(options))

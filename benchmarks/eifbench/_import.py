@@ -1,0 +1,117 @@
+"""Reading the reference's judge output, `evaluate_<name>_<scenario>.jsonl` (6_evaluation.py).
+
+One JSON line per judged scoring question: main_id, point_id, rule, input, sub_instruction_id,
+sub_instruction, question, output (the model's answer), point_judge (its parsed bool) and
+point_explanation (the judge's raw reply). The lines do not hold the whole task, so the data is needed
+to rebuild each instance. As in 8_metric.py, lines whose reply is "None" or "Err" are left out, and a
+question judged twice (a resumed run appends) keeps its last line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks.eifbench._load import SCENARIOS, load_instances
+from benchmarks.records import DataError, ImportedResult, Instance
+
+_PREFIX = "evaluate_"
+_NOT_A_REPLY = ("None", "Err")
+
+
+def scenario_from_name(path: Path) -> str | None:
+    for scenario in SCENARIOS:
+        if path.stem.endswith("_" + scenario):
+            return scenario
+    return None
+
+
+def model_name(path: Path, scenario: str) -> str:
+    """eval.sh names the file evaluate_<step identifier>_<scenario>.jsonl; the identifier names the model."""
+    name = path.stem
+    if name.startswith(_PREFIX) and len(name) > len(_PREFIX):
+        name = name[len(_PREFIX) :]
+    suffix = "_" + scenario
+    if name.endswith(suffix) and len(name) > len(suffix):
+        name = name[: -len(suffix)]
+    return name
+
+
+def _field(path: Path, line: int, obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in obj:
+        raise DataError(str(path), "missing", record=line, field=name)
+    value = obj[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise DataError(str(path), f"unexpected value {value!r}", record=line, field=name)
+    return value
+
+
+class _Gathered:
+    """Everything read for one task of one file: the last output seen and a reply per constraint."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.output = ""
+        self.replies: dict[tuple[int, int], str] = {}
+        self.index = {(c.instruction_idx, c.text): c.idx for c in instance.constraints}
+        self.keys = {str(s["key"]): int(s["idx"]) for s in instance.meta["sub_instructions"]}
+
+
+def _read_file(path: Path, instances: Mapping[int, Instance]) -> Iterator[_Gathered]:
+    tasks: dict[int, _Gathered] = {}
+    text = path.read_text(encoding="utf-8")
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                str(path), f"not valid JSON: {exc.msg} (column {exc.colno})", record=line
+            ) from None
+        if not isinstance(obj, dict):
+            raise DataError(str(path), "expected a JSON object", record=line)
+        main_id = _field(path, line, obj, "main_id", int)
+        key = _field(path, line, obj, "sub_instruction_id", str)
+        question = _field(path, line, obj, "question", str)
+        output = _field(path, line, obj, "output", (str, type(None)))
+        reply = _field(path, line, obj, "point_explanation", str)
+        if reply in _NOT_A_REPLY:
+            continue
+        if main_id not in instances:
+            raise DataError(str(path), f"main_id {main_id} is not in the data", record=line, field="main_id")
+        gathered = tasks.setdefault(main_id, _Gathered(instances[main_id]))
+        sub_idx = gathered.keys.get(key)
+        idx = gathered.index.get((sub_idx, question))
+        if idx is None:
+            raise DataError(
+                str(path),
+                f"no scoring question of {key!r} in task {main_id} reads so",
+                record=line,
+                field="question",
+            )
+        # The reference judged a null output as the text "None"; we keep the answer as the model gave it.
+        gathered.output = "" if output is None else output
+        gathered.replies[(idx, 0)] = reply
+    yield from tasks.values()
+
+
+def read_reference_outputs(
+    paths: list[Path], data_dir: Path | None, scenario: str | None
+) -> Iterator[ImportedResult]:
+    if data_dir is None:
+        raise ValueError(
+            "importing EIFBench results needs the data directory: the output lines lack the tasks"
+        )
+    cache: dict[str, dict[int, Instance]] = {}
+    for path in paths:
+        name = scenario or scenario_from_name(path)
+        if name is None:
+            raise ValueError(f"{path}: cannot tell the scenario from the file name; set option 'scenario'")
+        if name not in cache:
+            cache[name] = {int(i.meta["main_id"]): i for i in load_instances(data_dir, name)}
+        model = model_name(path, name)
+        for g in _read_file(path, cache[name]):
+            yield ImportedResult(model=model, instance=g.instance, response=g.output, replies=dict(g.replies))

@@ -1,0 +1,264 @@
+"""Reading and validating FollowBench's six JSON arrays into one Instance per level-1..5 row.
+
+A file holds groups of consecutive rows sharing an example_id: levels 0..5 (the example category has
+no level 0). Level 0 is the base instruction, never generated; it opens each judge prompt's evolution
+path. Every row is checked before any instance is yielded, so a bad file fails as a whole.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.followbench._prompts import generation_messages
+from benchmarks.records import Constraint, DataError, Instance
+
+BENCHMARK = "followbench"
+CATEGORIES = ("content", "situation", "style", "format", "example", "mixed")
+LANGUAGES = {"en": "data", "zh": "data_zh"}
+# The types a mixed row may list, one per added constraint ("format, content, style").
+MIXED_PARTS = frozenset({"content", "situation", "style", "format"})
+
+_REQUIRED: dict[str, type] = {
+    "example_id": int,
+    "category": str,
+    "source": str,
+    "level": int,
+    "instruction": str,
+    "target": str,
+}
+_OPTIONAL: dict[str, type] = {"answer": str}
+
+
+def file_name(category: str) -> str:
+    return f"{category}_constraints.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    example_id: int
+    category: str
+    source: str
+    level: int
+    instruction: str
+    target: str
+    answer: str | None
+
+
+def validate_options(options: Mapping[str, Any]) -> None:
+    language = options.get("language", "en")
+    if language not in LANGUAGES:
+        raise ValueError(f"option 'language' must be one of {sorted(LANGUAGES)}, got {language!r}")
+    if "categories" in options:
+        categories = options["categories"]
+        if not isinstance(categories, list | tuple) or not categories:
+            raise ValueError(f"option 'categories' must be a non-empty list, got {categories!r}")
+        for category in categories:
+            if category not in CATEGORIES:
+                raise ValueError(
+                    f"option 'categories': unknown category {category!r}; known: {', '.join(CATEGORIES)}"
+                )
+        if len(set(categories)) != len(categories):
+            raise ValueError(f"option 'categories' lists a category twice: {categories!r}")
+
+
+def resolve_language_dir(data_dir: Path, options: Mapping[str, Any]) -> tuple[Path, str]:
+    """`data_dir` is either a language folder (holding *_constraints.json) or the release root holding
+    data/ and data_zh/. A language folder named data_zh means Chinese unless `language` says otherwise."""
+    if any(data_dir.glob("*_constraints.json")):
+        default = "zh" if data_dir.name.endswith("_zh") else "en"
+        return data_dir, str(options.get("language", default))
+    language = str(options.get("language", "en"))
+    return data_dir / LANGUAGES[language], language
+
+
+def _read_array(path: Path) -> list[Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(str(path), "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            str(path), f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(data, list):
+        raise DataError(str(path), f"expected a JSON array of records, got {type(data).__name__}")
+    return data
+
+
+def _row(path: Path, index: int, record: Any) -> Row:
+    where = str(path)
+    if not isinstance(record, dict):
+        raise DataError(where, f"expected an object, got {type(record).__name__}", record=index)
+    for name in _REQUIRED:
+        if name not in record:
+            raise DataError(where, "missing", record=index, field=name)
+    for name, value in record.items():
+        kind = _REQUIRED.get(name) or _OPTIONAL.get(name)
+        if kind is None:
+            raise DataError(where, "unknown field", record=index, field=name)
+        # bool is an int subclass; a true/false level or id is a schema error, not 1/0.
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise DataError(
+                where, f"expected {kind.__name__}, got {type(value).__name__}", record=index, field=name
+            )
+    level = record["level"]
+    if not 0 <= level <= 5:
+        raise DataError(where, f"level must be 0..5, got {level}", record=index, field="level")
+    if level > 0 and not record["instruction"]:
+        raise DataError(where, "empty instruction on a level above 0", record=index, field="instruction")
+    return Row(
+        example_id=record["example_id"],
+        category=record["category"],
+        source=record["source"],
+        level=level,
+        instruction=record["instruction"],
+        target=record["target"],
+        answer=record.get("answer"),
+    )
+
+
+def constraint_types(path: Path, index: int, category: str, row: Row) -> tuple[str, ...]:
+    """Each added constraint's type: the file's category, or for mixed rows the row's own list."""
+    if category != "mixed":
+        if row.category != category:
+            raise DataError(
+                str(path),
+                f"expected category {category!r}, got {row.category!r}",
+                record=index,
+                field="category",
+            )
+        return (category,) * row.level
+    if row.level == 0:
+        if row.category != "mixed":
+            raise DataError(
+                str(path),
+                f"expected 'mixed' on level 0, got {row.category!r}",
+                record=index,
+                field="category",
+            )
+        return ()
+    parts = tuple(part.strip() for part in row.category.split(","))
+    if len(parts) != row.level or not set(parts) <= MIXED_PARTS:
+        raise DataError(
+            str(path),
+            f"a level-{row.level} mixed row must list {row.level} constraint types from "
+            f"{sorted(MIXED_PARTS)}, got {row.category!r}",
+            record=index,
+            field="category",
+        )
+    return parts
+
+
+def _check_target(path: Path, index: int, category: str, row: Row) -> None:
+    if row.level == 0:
+        return
+    if category == "example" and "{answer}" not in row.target:
+        raise DataError(
+            str(path), "an example-category target needs an {answer} slot", record=index, field="target"
+        )
+    if category != "example" and row.source == "CONLL2003":
+        try:
+            listed = ast.literal_eval(row.target)
+        except (ValueError, SyntaxError) as exc:
+            raise DataError(
+                str(path),
+                f"CONLL2003 target is not a Python list literal: {exc}",
+                record=index,
+                field="target",
+            ) from None
+        if not isinstance(listed, list | tuple | set):
+            raise DataError(
+                str(path), "CONLL2003 target must be a list of entities", record=index, field="target"
+            )
+
+
+def read_category(language_dir: Path, category: str, language: str) -> list[Instance]:
+    """Every evaluated instance of one category file, after validating the whole file."""
+    path = language_dir / file_name(category)
+    records = _read_array(path)
+    first_level = 1 if category == "example" else 0
+    instances: list[Instance] = []
+    seen: set[int] = set()
+    path_so_far: list[str] = []
+    for index, record in enumerate(records):
+        row = _row(path, index, record)
+        types = constraint_types(path, index, category, row)
+        _check_target(path, index, category, row)
+        starts_group = row.level == first_level
+        if starts_group:
+            _check_complete(path, index - 1, first_level, path_so_far)
+            if row.example_id in seen:
+                raise DataError(
+                    str(path),
+                    f"example_id {row.example_id} appears in two groups",
+                    record=index,
+                    field="example_id",
+                )
+            seen.add(row.example_id)
+            path_so_far = []
+        else:
+            expected = first_level + len(path_so_far)
+            if index == 0 or row.level != expected or records[index - 1].get("example_id") != row.example_id:
+                raise DataError(
+                    str(path),
+                    f"rows of example {row.example_id} must run through levels {first_level}..5 in order; "
+                    f"got level {row.level}",
+                    record=index,
+                    field="level",
+                )
+        path_so_far.append(row.instruction)
+        if row.level > 0:
+            instances.append(
+                _instance(category, language, row, types, tuple(path_so_far) if first_level == 0 else ())
+            )
+    _check_complete(path, len(records) - 1, first_level, path_so_far)
+    return instances
+
+
+def _check_complete(path: Path, last_index: int, first_level: int, group: list[str]) -> None:
+    if group and first_level + len(group) - 1 != 5:
+        reached = first_level + len(group) - 1
+        raise DataError(
+            str(path), f"group stops at level {reached}, before level 5", record=last_index, field="level"
+        )
+
+
+def _instance(
+    category: str, language: str, row: Row, types: tuple[str, ...], evolution: tuple[str, ...]
+) -> Instance:
+    return Instance(
+        benchmark=BENCHMARK,
+        instance_id=f"{category}:{row.example_id}:{row.level}",
+        group_id=f"{category}:{row.example_id}",
+        messages=generation_messages(row.instruction),
+        constraints=tuple(Constraint(idx=i, type=kind) for i, kind in enumerate(types)),
+        level=row.level,
+        category=category,
+        split=None,
+        meta={
+            "evolution_path": evolution,
+            "source": row.source,
+            "target": row.target,
+            "answer": row.answer,
+            "example_id": row.example_id,
+            "language": language,
+        },
+    )
+
+
+def load(data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
+    validate_options(options)
+    language_dir, language = resolve_language_dir(data_dir, options)
+    wanted = options.get("categories", CATEGORIES)
+    for category in CATEGORIES:
+        if category in wanted:
+            yield from read_category(language_dir, category, language)

@@ -1,0 +1,72 @@
+"""InFoBench as a `Benchmark`: every decomposed question is judged in one multi-turn conversation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks.base import Release
+from benchmarks.infobench import _import, _parse, _prompts
+from benchmarks.infobench._load import read_rows, resolve_data_file, to_instance
+from benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+
+SPLITS = ("easy", "hard")
+FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
+
+
+def _split(options: Mapping[str, Any]) -> str | None:
+    value = options.get("split")
+    if value is None:
+        return None
+    if value not in SPLITS:
+        raise ValueError(f"option 'split': expected one of {', '.join(SPLITS)}, got {value!r}")
+    return str(value)
+
+
+class InfoBench:
+    name = "infobench"
+    options = frozenset({"split"})
+
+    @property
+    def release(self) -> Release:
+        from benchmarks import releases
+
+        return releases.INFOBENCH
+
+    def validate_options(self, options: Mapping[str, Any]) -> None:
+        unknown = set(options) - self.options
+        if unknown:
+            raise ValueError(f"unknown option(s) for infobench: {', '.join(sorted(unknown))}")
+        _split(options)
+
+    def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
+        split = _split(options)
+        for row in read_rows(resolve_data_file(data_dir)):
+            instance = to_instance(row)
+            if split is None or instance.split == split:
+                yield instance
+
+    def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
+        # The same conversation in both modes; they differ only in how replies are read.
+        questions = [c.text for c in instance.constraints]
+        task = _prompts.judge_task(str(instance.meta.get("input", "")), response, questions)
+        return Plan(rule_values={}, judge_tasks=(task,))
+
+    def parse(
+        self, instance: Instance, task: JudgeTask, turn_idx: int, reply: str, mode: ScoringMode
+    ) -> TurnOutcome:
+        if not 0 <= turn_idx < len(task.turns):
+            raise ValueError(f"turn {turn_idx} out of range: the task has {len(task.turns)} turns")
+        return _parse.parse_turn(reply, mode)
+
+    def template_version(self) -> str:
+        return _prompts.template_version()
+
+    def fixture_dir(self) -> Path:
+        return FIXTURE_DIR
+
+    def read_reference_outputs(
+        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    ) -> Iterator[ImportedResult]:
+        return _import.read_reference_outputs(paths, data_dir, _split(options))

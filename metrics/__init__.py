@@ -1,0 +1,24 @@
+"""Metrics and reports: pure Polars functions of verdict rows (imports nothing from the project)."""
+
+from metrics.cfbench import cfbench_metrics
+from metrics.compute import compute_metrics
+from metrics.coverage import coverage_metrics
+from metrics.eifbench import eifbench_metrics
+from metrics.followbench import followbench_metrics
+from metrics.infobench import infobench_metrics
+from metrics.paired import paired_differences
+from metrics.schema import VERDICT_SCHEMA, VerdictError, read_verdicts, validate_verdicts
+
+__all__ = [
+    "VERDICT_SCHEMA",
+    "VerdictError",
+    "cfbench_metrics",
+    "compute_metrics",
+    "coverage_metrics",
+    "eifbench_metrics",
+    "followbench_metrics",
+    "infobench_metrics",
+    "paired_differences",
+    "read_verdicts",
+    "validate_verdicts",
+]

@@ -1,0 +1,92 @@
+"""FollowBench: HSR and SSR per (category, level), averaged up to levels and overall; CSL per category.
+
+Definitions follow the FollowBench paper: an instance is a hard success when every added constraint is
+satisfied (HSR) and scores the fraction satisfied (SSR). "level=L" is the unweighted mean over the
+categories present at L, "all" the mean over levels. CSL is computed over groups (one evolution path,
+levels 1..5) whose five instances were all kept: the number of consecutive levels from 1 that are hard
+successes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from metrics.components import Components, leaves_frame, point_estimates
+from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr
+
+BENCHMARK = "followbench"
+CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+
+def _instances(rows: pl.LazyFrame) -> pl.LazyFrame:
+    return rows.group_by(INSTANCE_KEY).agg(
+        kept_expr(),
+        pl.col("satisfied").all().cast(pl.Float64).alias("hsr"),
+        pl.col("satisfied").cast(pl.Float64).mean().alias("ssr"),
+        pl.col("level").first(),
+        pl.col("category").first(),
+        pl.col("group_id").first(),
+    )
+
+
+def _cell() -> pl.Expr:
+    return pl.format("category={},level={}", pl.col("category"), pl.col("level"))
+
+
+def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
+    inst = _instances(as_lazy(rows)).cache()
+    kept = inst.filter(pl.col("kept"))
+    leaves = [
+        leaves_frame(kept, metric=m, slice_=_cell(), unit_kind="instance", unit="instance_id", num=pl.col(c))
+        for m, c in (("HSR", "hsr"), ("SSR", "ssr"))
+    ]
+    groups = (
+        inst.filter(pl.col("level").is_in(list(CSL_LEVELS)))
+        .group_by(["benchmark", "model", "category", "group_id"])
+        .agg(
+            (pl.col("kept").all() & (pl.col("level").n_unique() == len(CSL_LEVELS))).alias("complete"),
+            # The first failing level l means levels 1..l-1 passed; no failure means all five did.
+            (pl.when(pl.col("hsr") < 1.0).then(pl.col("level")).min().fill_null(len(CSL_LEVELS) + 1) - 1)
+            .alias("csl"),
+        )
+        .filter(pl.col("complete"))
+        # Group ids are only promised unique within a category.
+        .with_columns(pl.format("{}/{}", pl.col("category"), pl.col("group_id")).alias("group_unit"))
+    )
+    leaves.append(
+        leaves_frame(
+            groups, metric="CSL", slice_=pl.format("category={}", pl.col("category")), unit_kind="group",
+            unit="group_unit", num=pl.col("csl"),
+        )
+    )
+    cells = kept.select("benchmark", "model", "category", "level").unique()
+    levels = kept.select("benchmark", "model", "level").unique()
+    parents = []
+    for metric in ("HSR", "SSR"):
+        parents.append(
+            cells.select(
+                "benchmark", "model", pl.lit(metric).alias("metric"),
+                pl.format("level={}", pl.col("level")).alias("slice"), _cell().alias("child"),
+                pl.lit(1, pl.Int64).alias("layer"),
+            )
+        )
+        parents.append(
+            levels.select(
+                "benchmark", "model", pl.lit(metric).alias("metric"), pl.lit("all").alias("slice"),
+                pl.format("level={}", pl.col("level")).alias("child"), pl.lit(2, pl.Int64).alias("layer"),
+            )
+        )
+    parents.append(
+        groups.select("benchmark", "model", "category").unique().select(
+            "benchmark", "model", pl.lit("CSL").alias("metric"), pl.lit("all").alias("slice"),
+            pl.format("category={}", pl.col("category")).alias("child"), pl.lit(1, pl.Int64).alias("layer"),
+        )
+    )
+    return Components(pl.concat(leaves), pl.concat(parents))
+
+
+def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """HSR, SSR and CSL of FollowBench rows (other benchmarks' rows are ignored)."""
+    c = followbench_components(as_lazy(rows).filter(pl.col("benchmark") == BENCHMARK))
+    leaves, parents = pl.collect_all([c.leaves, c.parents])
+    return point_estimates(leaves, parents)

@@ -1,0 +1,140 @@
+"""The verdict row contract: column types, allowed values, and readers for JSONL and Parquet shards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import polars as pl
+
+BENCHMARKS: tuple[str, ...] = ("cfbench", "eifbench", "followbench", "infobench")
+STATUSES: tuple[str, ...] = ("ok", "unparsed", "error")
+SOURCES: tuple[str, ...] = ("rule", "judge")
+PRIORITIES: tuple[str, ...] = ("primary", "secondary")
+
+VERDICT_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.String(),
+    "benchmark": pl.String(),
+    "model": pl.String(),
+    "judge": pl.String(),
+    "instance_id": pl.String(),
+    "group_id": pl.String(),
+    "level": pl.Int64(),
+    "category": pl.String(),
+    "split": pl.String(),
+    "instruction_idx": pl.Int64(),
+    "constraint_idx": pl.Int64(),
+    "constraint_type": pl.String(),
+    "priority": pl.String(),
+    "satisfied": pl.Boolean(),
+    "source": pl.String(),
+    "status": pl.String(),
+}
+
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+# Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion.
+_REQUIRED = ("benchmark", "model", "instance_id", "constraint_idx", "source", "status")
+_REQUIRED_BY_BENCHMARK = {"followbench": ("group_id", "level", "category")}
+
+
+class VerdictError(ValueError):
+    """Verdict rows that break the contract. The message names where (file and line, or the row's key)
+    and which field."""
+
+
+def _as_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    if isinstance(paths, str | Path):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def _scan_one(path: Path) -> pl.LazyFrame:
+    if not path.is_file():
+        raise VerdictError(f"{path}: no such verdict file")
+    suffix = path.suffix.lower()
+    if suffix in _PARQUET_SUFFIXES:
+        found = pl.read_parquet_schema(path)
+        missing = [c for c in VERDICT_SCHEMA if c not in found]
+        if missing:
+            raise VerdictError(f"{path}: field '{missing[0]}': column missing from the Parquet file")
+        # Casting lets shards written with Categorical or narrower ints share one schema.
+        return pl.scan_parquet(path).select(
+            [pl.col(c).cast(t, strict=True) for c, t in VERDICT_SCHEMA.items()]
+        )
+    if suffix in _JSONL_SUFFIXES:
+        return pl.scan_ndjson(path, schema=VERDICT_SCHEMA)
+    raise VerdictError(f"{path}: unknown verdict file type '{suffix}' (want .jsonl or .parquet)")
+
+
+def read_verdicts(paths: str | Path | Iterable[str | Path]) -> pl.LazyFrame:
+    """Lazily read verdict rows from JSONL and/or Parquet files into `VERDICT_SCHEMA`.
+
+    Cheap checks (file exists, known type, Parquet columns) happen now; `validate_verdicts` reads the
+    values and names the file, line and field of the first problem."""
+    frames = [_scan_one(p) for p in _as_paths(paths)]
+    if not frames:
+        return pl.LazyFrame(schema=VERDICT_SCHEMA)
+    return pl.concat(frames, how="vertical")
+
+
+def problems_expr() -> pl.Expr:
+    """A String expression: the first contract problem of a row (naming its field), or null."""
+    expr = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    for field in _REQUIRED:
+        expr = expr.when(pl.col(field).is_null()).then(pl.lit(f"field '{field}': missing"))
+    for field, allowed in (
+        ("benchmark", BENCHMARKS),
+        ("status", STATUSES),
+        ("source", SOURCES),
+    ):
+        expr = expr.when(~pl.col(field).is_in(list(allowed))).then(
+            pl.format("field '{}': '{}' is not one of {}", pl.lit(field), pl.col(field), pl.lit(str(allowed)))
+        )
+    expr = expr.when(pl.col("priority").is_not_null() & ~pl.col("priority").is_in(list(PRIORITIES))).then(
+        pl.format("field 'priority': '{}' is not one of {}", pl.col("priority"), pl.lit(str(PRIORITIES)))
+    )
+    expr = expr.when((pl.col("status") == "ok") & pl.col("satisfied").is_null()).then(
+        pl.lit("field 'satisfied': missing although status is 'ok'")
+    )
+    for bench, fields in _REQUIRED_BY_BENCHMARK.items():
+        for field in fields:
+            expr = expr.when((pl.col("benchmark") == bench) & pl.col(field).is_null()).then(
+                pl.lit(f"field '{field}': missing (required for {bench})")
+            )
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+def first_problem(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """At most one row describing the first contract problem in `rows` (with its key), lazily."""
+    return (
+        rows.with_row_index("_row")
+        .select("_row", "benchmark", "model", "instance_id", "constraint_idx", problems_expr().alias("problem"))
+        .filter(pl.col("problem").is_not_null())
+        .head(1)
+    )
+
+
+def describe_problem(found: pl.DataFrame, where: str = "verdict rows") -> str:
+    r = found.row(0, named=True)
+    return (
+        f"{where}: row {r['_row']} (benchmark={r['benchmark']!r}, model={r['model']!r}, "
+        f"instance_id={r['instance_id']!r}, constraint_idx={r['constraint_idx']!r}): {r['problem']}"
+    )
+
+
+def validate_verdicts(paths: str | Path | Iterable[str | Path]) -> None:
+    """Read every file and raise `VerdictError` naming file, line (1-based for JSONL, row index for
+    Parquet) and field of the first row that breaks the contract."""
+    for path in _as_paths(paths):
+        try:
+            found = first_problem(_scan_one(path)).collect()
+        except pl.exceptions.PolarsError as exc:
+            raise VerdictError(f"{path}: cannot read as verdict rows: {exc}") from exc
+        if found.height:
+            r = found.row(0, named=True)
+            where = f"line {r['_row'] + 1}" if path.suffix.lower() in _JSONL_SUFFIXES else f"row {r['_row']}"
+            raise VerdictError(
+                f"{path}: {where} (instance_id={r['instance_id']!r}, constraint_idx={r['constraint_idx']!r}): "
+                f"{r['problem']}"
+            )

@@ -1,0 +1,361 @@
+"""Per-endpoint rate limiting: request pacing, token reservations, adaptive concurrency, pauses.
+
+Small classes with an injected clock so each is tested directly; `EndpointLimiter` composes them for
+one endpoint key and is shared by every spec that uses that key. No UI here: notable moments are handed
+to an `emit` callback as ProviderEvent values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from aiolimiter import AsyncLimiter
+
+from providers.retry import header, parse_duration
+
+EventKind = Literal["backoff", "rate_limited", "limit_learned", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderEvent:
+    kind: EventKind
+    endpoint: str
+    message: str
+    wait_s: float | None = None
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class TokenBucket:
+    """Tokens per minute, refilled continuously. Callers reserve before a call and refund the unused part.
+
+    A lock makes waiters FIFO so a large request is not starved by a stream of small ones.
+    """
+
+    def __init__(self, per_minute: int, clock: Clock) -> None:
+        if per_minute < 1:
+            raise ValueError(f"tokens per minute must be >= 1, got {per_minute}")
+        self._clock = clock
+        self._capacity = float(per_minute)
+        self._level = float(per_minute)
+        self._stamp = clock.now()
+        self._lock = asyncio.Lock()
+
+    @property
+    def per_minute(self) -> int:
+        return int(self._capacity)
+
+    @property
+    def available(self) -> float:
+        self._refill()
+        return self._level
+
+    def set_rate(self, per_minute: int) -> None:
+        self._refill()
+        self._capacity = float(max(1, per_minute))
+        self._level = min(self._level, self._capacity)
+
+    def _refill(self) -> None:
+        now = self._clock.now()
+        self._level = min(self._capacity, self._level + (now - self._stamp) * self._capacity / 60.0)
+        self._stamp = now
+
+    async def acquire(self, tokens: int) -> int:
+        """Wait until `tokens` fit and take them; returns what was taken (never more than one minute's
+        worth, or a request larger than the limit could never start)."""
+        async with self._lock:
+            want = min(float(tokens), self._capacity)
+            while True:
+                self._refill()
+                if self._level >= want:
+                    self._level -= want
+                    return int(want)
+                await self._clock.sleep((want - self._level) * 60.0 / self._capacity)
+
+    def refund(self, tokens: int) -> None:
+        if tokens > 0:
+            self._refill()
+            self._level = min(self._capacity, self._level + tokens)
+
+
+class AdaptiveConcurrency:
+    """AIMD on the number of calls in flight: halve on a 429, +1 after `increase_every` successes.
+
+    Each slot carries the generation it was taken in; a 429 from a call started before the last cut
+    does not cut again, so one burst of rejections halves once rather than down to 1. Waiters are served
+    FIFO through futures (like asyncio.Semaphore, but with a limit that moves).
+    """
+
+    def __init__(self, max_limit: int, *, increase_every: int = 10) -> None:
+        if max_limit < 1:
+            raise ValueError(f"max concurrency must be >= 1, got {max_limit}")
+        self.max_limit = max_limit
+        self.limit = max_limit
+        self.in_flight = 0
+        self._increase_every = increase_every
+        self._successes = 0
+        self._generation = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self) -> int:
+        if self.in_flight < self.limit and not self._waiters:
+            self.in_flight += 1
+            return self._generation
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                # Granted and cancelled in the same tick: hand the slot on.
+                self.release()
+            else:
+                self._waiters.remove(waiter)
+            raise
+        return self._generation
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+    def on_success(self) -> None:
+        self._successes += 1
+        if self._successes >= self._increase_every and self.limit < self.max_limit:
+            self.limit += 1
+            self._successes = 0
+            self._dispatch()
+
+    def on_rate_limited(self, generation: int) -> bool:
+        """Halve the limit if this 429 is news; returns whether it was cut."""
+        if generation != self._generation:
+            return False
+        self._generation += 1
+        self._successes = 0
+        self.limit = max(1, self.limit // 2)
+        return True
+
+    def set_max(self, max_limit: int) -> None:
+        self.max_limit = max(1, max_limit)
+        self.limit = min(self.limit, self.max_limit)
+
+
+class RequestPacer:
+    """Requests per minute through aiolimiter, paced smoothly: at most one second's quota at once
+    (a minute's quota in one burst is what trips providers' finer-grained windows)."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = 0
+        self._limiter = AsyncLimiter(1, 1.0)
+        self.set_rate(per_minute)
+
+    def set_rate(self, per_minute: int) -> None:
+        if per_minute < 1:
+            raise ValueError(f"requests per minute must be >= 1, got {per_minute}")
+        burst = max(1, math.ceil(per_minute / 60))
+        self.per_minute = per_minute
+        self._limiter = AsyncLimiter(burst, burst * 60.0 / per_minute)
+
+    async def acquire(self) -> None:
+        await self._limiter.acquire()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A granted slot: the concurrency generation it was taken in and the tokens reserved for it."""
+
+    generation: int
+    tokens: int
+
+
+# Below this share of a window left, wait for its reset instead of running into the wall.
+LOW_REMAINING_FRACTION = 0.05
+# A reset header further out than this is treated as garbage rather than obeyed.
+MAX_PAUSE_S = 120.0
+
+
+class EndpointLimiter:
+    """Everything that gates calls to one endpoint key (provider, api_base, key variable, model)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        rpm: int | None,
+        tpm: int | None,
+        max_concurrency: int,
+        clock: Clock | None = None,
+        emit: Callable[[ProviderEvent], None] | None = None,
+        increase_every: int = 10,
+    ) -> None:
+        self.name = name
+        self.clock: Clock = clock or MonotonicClock()
+        self._emit = emit
+        self.pacer = RequestPacer(rpm) if rpm else None
+        self.bucket = TokenBucket(tpm, self.clock) if tpm else None
+        self._rpm_configured = rpm is not None
+        self._tpm_configured = tpm is not None
+        self.rpm_learned = False
+        self.tpm_learned = False
+        self.concurrency = AdaptiveConcurrency(max_concurrency, increase_every=increase_every)
+        self.paused_until = 0.0
+        self._usage: deque[tuple[float, int]] = deque()
+        self._usage_sum = 0
+
+    @property
+    def rpm_limit(self) -> int | None:
+        return self.pacer.per_minute if self.pacer else None
+
+    @property
+    def tpm_limit(self) -> int | None:
+        return self.bucket.per_minute if self.bucket else None
+
+    def tighten(self, *, rpm: int | None, tpm: int | None, max_concurrency: int | None) -> None:
+        """Another spec shares this key: the strictest configured limit wins."""
+        if rpm is not None:
+            if self.pacer is None or not self._rpm_configured or rpm < self.pacer.per_minute:
+                self._set_rpm(rpm)
+            self._rpm_configured = True
+        if tpm is not None:
+            if self.bucket is None or not self._tpm_configured or tpm < self.bucket.per_minute:
+                self._set_tpm(tpm)
+            self._tpm_configured = True
+        if max_concurrency is not None and max_concurrency < self.concurrency.max_limit:
+            self.concurrency.set_max(max_concurrency)
+
+    def _set_rpm(self, rpm: int) -> None:
+        if self.pacer is None:
+            self.pacer = RequestPacer(rpm)
+        else:
+            self.pacer.set_rate(rpm)
+
+    def _set_tpm(self, tpm: int) -> None:
+        if self.bucket is None:
+            self.bucket = TokenBucket(tpm, self.clock)
+        else:
+            self.bucket.set_rate(tpm)
+
+    async def _wait_pause(self) -> None:
+        while (left := self.paused_until - self.clock.now()) > 0:
+            await self.clock.sleep(left)
+
+    async def admit(self, tokens: int) -> Admission:
+        """Wait for a pause to end, a concurrency slot, a request slot and `tokens` of TPM."""
+        await self._wait_pause()
+        generation = await self.concurrency.acquire()
+        try:
+            await self._wait_pause()  # a 429 elsewhere may have paused the endpoint while we queued
+            if self.pacer is not None:
+                await self.pacer.acquire()
+            taken = await self.bucket.acquire(tokens) if self.bucket is not None else 0
+        except BaseException:
+            self.concurrency.release()
+            raise
+        return Admission(generation, taken)
+
+    def release(self, admission: Admission, *, used_tokens: int | None, ok: bool) -> None:
+        """Free the slot. `used_tokens` None means unknown (the call may have run): keep the reservation."""
+        self.concurrency.release()
+        if self.bucket is not None and used_tokens is not None:
+            self.bucket.refund(admission.tokens - used_tokens)
+        if ok:
+            self.concurrency.on_success()
+            if used_tokens:
+                now = self.clock.now()
+                self._usage.append((now, used_tokens))
+                self._usage_sum += used_tokens
+
+    def on_rate_limited(self, admission: Admission, wait_s: float | None) -> None:
+        self.concurrency.on_rate_limited(admission.generation)
+        if wait_s is not None and wait_s > 0:
+            self.pause(wait_s)
+
+    def pause(self, seconds: float) -> bool:
+        """Hold every call to this endpoint for `seconds`; returns whether that extended the pause."""
+        until = self.clock.now() + min(seconds, MAX_PAUSE_S)
+        if until <= self.paused_until:
+            return False
+        self.paused_until = until
+        return True
+
+    def pause_left_s(self) -> float:
+        return max(0.0, self.paused_until - self.clock.now())
+
+    @property
+    def tokens_per_min(self) -> int:
+        horizon = self.clock.now() - 60.0
+        while self._usage and self._usage[0][0] < horizon:
+            self._usage_sum -= self._usage.popleft()[1]
+        return self._usage_sum
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """Learn limits a provider announces and slow down before its window runs dry."""
+        for window, unit in (("requests", "requests"), ("tokens", "tokens")):
+            limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
+            if limit is not None and limit > 0:
+                self._learn(window, limit, unit)
+            remaining = _int(header(headers, f"x-ratelimit-remaining-{window}"))
+            if remaining is None:
+                continue
+            known = limit if limit else (self.rpm_limit if window == "requests" else self.tpm_limit)
+            if known is None or remaining > max(1, known * LOW_REMAINING_FRACTION):
+                continue
+            reset_text = header(headers, f"x-ratelimit-reset-{window}")
+            reset = parse_duration(reset_text) if reset_text else None
+            if reset and reset > 0 and self.pause(reset):
+                self._say(
+                    "backoff",
+                    f"only {remaining} of {known} {unit} left at {self.name}: "
+                    f"pausing {reset:.1f} s until the window resets",
+                    reset,
+                )
+
+    def _learn(self, window: str, limit: int, unit: str) -> None:
+        if window == "requests":
+            if self._rpm_configured or self.rpm_limit == limit:
+                return
+            self._set_rpm(limit)
+            self.rpm_learned = True
+        else:
+            if self._tpm_configured or self.tpm_limit == limit:
+                return
+            self._set_tpm(limit)
+            self.tpm_learned = True
+        self._say("limit_learned", f"{self.name} announces {limit} {unit}/min: pacing to it", None)
+
+    def _say(self, kind: EventKind, message: str, wait_s: float | None) -> None:
+        if self._emit is not None:
+            self._emit(ProviderEvent(kind, self.name, message, wait_s))
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None

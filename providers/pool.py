@@ -1,0 +1,515 @@
+"""ProviderPool and Endpoint: where limits, retries, budget and scrubbing wrap the two send paths once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal
+
+import aiohttp
+
+from providers.budget import Budget
+from providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
+from providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
+from providers.pricing import estimate_tokens, import_litellm, resolve_price
+from providers.records import (
+    CallStatus,
+    Completion,
+    EndpointSpec,
+    ErrorKind,
+    Price,
+    UnknownPrice,
+)
+from providers.retry import RetryDecision, RetryPolicy, classify
+from providers.scrub import scrub
+from providers.via_litellm import LiteLLMSender
+
+Path = Literal["fast", "litellm"]
+# Calls allowed in flight per endpoint key when the config gives no max_concurrency.
+DEFAULT_MAX_CONCURRENCY = 64
+# Output tokens reserved (TPM and budget) when params set no max_tokens: an assumption, see providers.md.
+DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
+_DEFAULT_RETRY = RetryPolicy()
+# Attempt outcomes after which the provider may have run (and billed) the prompt.
+_AMBIGUOUS: frozenset[ErrorKind] = frozenset({"timeout", "connection", "malformed"})
+# Provider prefixes routed without asking litellm when an api_base is given (saves its 3 s import).
+_OPENAI_PREFIXES = ("openai", "hosted_vllm", "custom_openai")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    provider: str
+    model: str  # the name the provider knows (prefix stripped) on the fast path; spec.model otherwise
+    api_base: str | None
+    path: Path
+
+
+def resolve_route(spec: EndpointSpec) -> Route:
+    """Which path serves `spec`, and where. litellm is asked only when the model string needs it."""
+    prefix, _, rest = spec.model.partition("/")
+    if rest and prefix in _OPENAI_PREFIXES and spec.api_base and not spec.force_litellm:
+        return Route(prefix, rest, spec.api_base, "fast")
+    litellm = import_litellm()
+    model, provider, _, base = litellm.get_llm_provider(spec.model, api_base=spec.api_base)
+    base = spec.api_base or base
+    if base is None and provider == "openai":
+        base = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+    base = base or DEFAULT_BASES.get(provider)
+    if provider in FAST_PROVIDERS and base and not spec.force_litellm:
+        return Route(provider, model, base, "fast")
+    return Route(provider, spec.model, spec.api_base, "litellm")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointStats:
+    endpoint: str
+    calls: int
+    in_flight: int
+    tokens_per_min: int
+    rpm_limit: int | None
+    tpm_limit: int | None
+    rpm_learned: bool
+    tpm_learned: bool
+    concurrency_limit: int
+    max_concurrency: int
+    backoff_until: float | None  # clock time the endpoint-wide pause ends, None when not paused
+    rate_limited: int  # attempts answered 429
+    errors: int  # calls that ended in an error Completion
+    usage_estimated: int  # calls whose provider sent no usage: tokens and cost are estimates
+
+
+@dataclass(slots=True)
+class _Counters:
+    calls: int = 0
+    rate_limited: int = 0
+    errors: int = 0
+    usage_estimated: int = 0
+
+
+@dataclass(slots=True)
+class _Shared:
+    """State shared by every spec with the same endpoint key."""
+
+    limiter: EndpointLimiter
+    counters: _Counters
+
+
+class ProviderPool:
+    """Owns one aiohttp session per base URL and one limiter per endpoint key. Use as `async with`."""
+
+    def __init__(
+        self,
+        *,
+        budget: Budget,
+        retry: RetryPolicy = _DEFAULT_RETRY,
+        on_event: Callable[[ProviderEvent], None] | None = None,
+        global_concurrency: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.budget = budget
+        self.retry = retry
+        self._on_event = on_event
+        self._clock: Clock = clock or MonotonicClock()
+        self._global = asyncio.Semaphore(global_concurrency) if global_concurrency else None
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._shared: dict[tuple[str, str | None, str | None, str], _Shared] = {}
+        # By identity: specs hold a params dict, so they are not hashable.
+        self._endpoints: dict[int, Endpoint] = {}
+        self._key_envs: set[str] = set()
+        self._rng = retry.rng()
+        self._open = False
+
+    async def __aenter__(self) -> ProviderPool:
+        self._open = True
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._open = False
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+    def endpoint(self, spec: EndpointSpec) -> Endpoint:
+        """The Endpoint for `spec`; specs with the same (provider, api_base, key variable, model) share
+        one limiter. Raises UnknownPrice when a cap applies and no price is known."""
+        if not self._open:
+            raise RuntimeError("ProviderPool is not open: use it as `async with ProviderPool(...)`")
+        existing = self._endpoints.get(id(spec))
+        if existing is not None and existing.spec is spec:
+            return existing
+        if spec.max_usd is not None:
+            self.budget.add_scope(spec.label, spec.max_usd)
+        price = resolve_price(spec)
+        if price is None and self.budget.has_cap(spec.label):
+            raise UnknownPrice(
+                f"{spec.label} ({spec.model}) has a budget cap but no known price: give it "
+                "price = { input_per_mtok = ..., output_per_mtok = ... } in the config"
+            )
+        route = resolve_route(spec)
+        key = (route.provider, route.api_base, spec.api_key_env, route.model)
+        shared = self._shared.get(key)
+        if shared is None:
+            limiter = EndpointLimiter(
+                spec.model,
+                rpm=spec.rpm,
+                tpm=spec.tpm,
+                max_concurrency=spec.max_concurrency or DEFAULT_MAX_CONCURRENCY,
+                clock=self._clock,
+                emit=self._emit,
+            )
+            shared = self._shared[key] = _Shared(limiter, _Counters())
+        else:
+            shared.limiter.tighten(rpm=spec.rpm, tpm=spec.tpm, max_concurrency=spec.max_concurrency)
+        if spec.api_key_env:
+            self._key_envs.add(spec.api_key_env)
+        if route.path == "fast":
+            assert route.api_base is not None
+            sender: FastSender | LiteLLMSender = FastSender(
+                self._session(route.api_base), route.api_base, route.model, spec.params
+            )
+        else:
+            sender = LiteLLMSender(route.model, route.api_base, spec.params)
+        endpoint = Endpoint(self, spec, route, price, shared, sender)
+        self._endpoints[id(spec)] = endpoint
+        return endpoint
+
+    def _session(self, base: str) -> aiohttp.ClientSession:
+        session = self._sessions.get(base)
+        if session is None:
+            # No per-session timeout: the per-call deadline (spec.timeout_s) is enforced around each call.
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(total=None), raise_for_status=False
+            )
+            self._sessions[base] = session
+        return session
+
+    def scrub(self, text: str) -> str:
+        # Also the conventional *_API_KEY variables litellm reads on its own when no api_key_env is set.
+        names = self._key_envs | {name for name in os.environ if name.endswith("API_KEY")}
+        return scrub(text, names)
+
+    def _emit(self, event: ProviderEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(ProviderEvent(event.kind, event.endpoint, self.scrub(event.message), event.wait_s))
+
+    def _delay(self, attempt: int) -> float:
+        return self.retry.delay_s(attempt, self._rng)
+
+
+class _CallFailed(Exception):
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(slots=True)
+class _Attempts:
+    count: int = 0
+    rate_limited: int = 0
+    ambiguous: int = 0
+    started: float | None = None
+
+
+class Endpoint:
+    """One configured model in a pool. `complete` never raises for provider faults, only BudgetExhausted."""
+
+    def __init__(
+        self,
+        pool: ProviderPool,
+        spec: EndpointSpec,
+        route: Route,
+        price: Price | None,
+        shared: _Shared,
+        sender: FastSender | LiteLLMSender,
+    ) -> None:
+        self.spec = spec
+        self.path: Path = route.path
+        self._pool = pool
+        self._route = route
+        self._price = price
+        self._shared = shared
+        self._limiter = shared.limiter
+        self._sender = sender
+        params = spec.params
+        max_out = params.get("max_tokens", params.get("max_completion_tokens"))
+        self._max_out = max_out if isinstance(max_out, int) else DEFAULT_RESERVE_OUTPUT_TOKENS
+
+    def price(self) -> Price | None:
+        return self._price
+
+    def estimate_tokens(self, messages: Sequence[Mapping[str, str]]) -> int:
+        return estimate_tokens(messages)
+
+    def worst_case_cost(self, messages: Sequence[Mapping[str, str]]) -> float | None:
+        if self._price is None:
+            return None
+        return self._price.cost(self.estimate_tokens(messages), self._max_out)
+
+    def stats(self) -> EndpointStats:
+        lim, counters = self._limiter, self._shared.counters
+        left = lim.pause_left_s()
+        return EndpointStats(
+            endpoint=self.spec.model,
+            calls=counters.calls,
+            in_flight=lim.concurrency.in_flight,
+            tokens_per_min=lim.tokens_per_min,
+            rpm_limit=lim.rpm_limit,
+            tpm_limit=lim.tpm_limit,
+            rpm_learned=lim.rpm_learned,
+            tpm_learned=lim.tpm_learned,
+            concurrency_limit=lim.concurrency.limit,
+            max_concurrency=lim.concurrency.max_limit,
+            backoff_until=lim.paused_until if left > 0 else None,
+            rate_limited=counters.rate_limited,
+            errors=counters.errors,
+            usage_estimated=counters.usage_estimated,
+        )
+
+    def _api_key(self) -> str | None:
+        env = self.spec.api_key_env
+        if env is None:
+            # litellm finds provider keys (ANTHROPIC_API_KEY, ...) itself; local OpenAI servers need none.
+            return DUMMY_KEY if self.path == "fast" else None
+        value = os.environ.get(env)
+        if not value:
+            raise _CallFailed(
+                "auth",
+                f"environment variable {env} is not set: export it with the API key for {self.spec.model}",
+            )
+        return value
+
+    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
+        """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted."""
+        self._shared.counters.calls += 1
+        start = time.perf_counter()
+        try:
+            api_key = self._api_key()
+        except _CallFailed as failed:
+            return self._error(failed.kind, failed.message, _Attempts(), start)
+        prompt_tokens = estimate_tokens(messages)
+        worst = self._price.cost(prompt_tokens, self._max_out) if self._price else 0.0
+        reservation = self._pool.budget.reserve([self.spec.label], worst)
+        attempts = _Attempts()
+        cost = worst  # if cancelled mid-call, assume the worst was billed
+        try:
+            completion = await self._call(messages, api_key, prompt_tokens, attempts, start)
+            cost = completion.cost_usd
+            return completion
+        finally:
+            self._pool.budget.settle(reservation, cost)
+
+    async def _call(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        api_key: str | None,
+        prompt_tokens: int,
+        attempts: _Attempts,
+        start: float,
+    ) -> Completion:
+        loop = asyncio.get_running_loop()
+        try:
+            # The deadline starts when the first attempt is admitted: queueing behind our own limiter
+            # is not the provider being slow.
+            async with asyncio.timeout(None) as deadline:
+                while True:
+                    result = await self._attempt(messages, api_key, prompt_tokens, attempts, deadline, loop)
+                    if isinstance(result, Completion):
+                        return result
+        except TimeoutError:
+            message = f"no answer within timeout_s={self.spec.timeout_s:g} s ({attempts.count} attempts)"
+            return self._error("timeout", message, attempts, start, prompt_tokens)
+
+    async def _attempt(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        api_key: str | None,
+        prompt_tokens: int,
+        attempts: _Attempts,
+        deadline: asyncio.Timeout,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Completion | None:
+        """One try; returns a Completion when the call is over, None to try again."""
+        limiter = self._limiter
+        admission = await limiter.admit(prompt_tokens + self._max_out)
+        if attempts.started is None:
+            attempts.started = time.perf_counter()
+            deadline.reschedule(loop.time() + self.spec.timeout_s)
+        attempts.count += 1
+        try:
+            reply = await self._send(messages, api_key, deadline, loop)
+        except Exception as exc:
+            return await self._failed(exc, admission, attempts, prompt_tokens, deadline, loop)
+        except BaseException:
+            # Cancelled (deadline or caller): the provider may have run it; keep the token reservation.
+            attempts.ambiguous += 1
+            limiter.release(admission, used_tokens=None, ok=False)
+            raise
+        return self._done(reply, admission, messages, attempts, prompt_tokens)
+
+    async def _send(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        api_key: str | None,
+        deadline: asyncio.Timeout,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Reply:
+        sender = self._sender
+        if isinstance(sender, FastSender):
+            assert api_key is not None
+            if self._pool._global is None:
+                return await sender.send(messages, api_key)
+            async with self._pool._global:
+                return await sender.send(messages, api_key)
+        when = deadline.when()
+        left = max(0.001, when - loop.time()) if when is not None else self.spec.timeout_s
+        if self._pool._global is None:
+            return await sender.send(messages, api_key, left)
+        async with self._pool._global:
+            return await sender.send(messages, api_key, left)
+
+    async def _failed(
+        self,
+        exc: Exception,
+        admission: Admission,
+        attempts: _Attempts,
+        prompt_tokens: int,
+        deadline: asyncio.Timeout,
+        loop: asyncio.AbstractEventLoop,
+    ) -> Completion | None:
+        limiter = self._limiter
+        decision = classify(exc)
+        ambiguous = decision.kind in _AMBIGUOUS
+        attempts.ambiguous += ambiguous
+        limiter.release(admission, used_tokens=None if ambiguous else 0, ok=False)
+        detail = self._pool.scrub(str(exc) or type(exc).__name__)
+        if decision.kind == "rate_limit":
+            attempts.rate_limited += 1
+            self._shared.counters.rate_limited += 1
+            limiter.on_rate_limited(admission, decision.retry_after_s)
+        if not decision.retry:
+            return self._error(decision.kind, self._advice(decision, detail), attempts, None, prompt_tokens)
+        wait = max(decision.retry_after_s or 0.0, self._pool._delay(attempts.count))
+        when = deadline.when()
+        out_of_time = when is not None and loop.time() + wait >= when
+        if attempts.count >= self._pool.retry.max_attempts or out_of_time:
+            why = "attempts" if attempts.count >= self._pool.retry.max_attempts else "time"
+            message = f"{detail} (gave up after {attempts.count} attempts: out of {why})"
+            return self._error(decision.kind, message, attempts, None, prompt_tokens)
+        self._pool._emit(self._backoff_event(decision, detail, wait))
+        await self._limiter.clock.sleep(wait)
+        return None
+
+    def _backoff_event(self, decision: RetryDecision, detail: str, wait: float) -> ProviderEvent:
+        model = self.spec.model
+        if decision.kind == "rate_limit":
+            return ProviderEvent("rate_limited", model, f"429 from {model}: waiting {_secs(wait)}", wait)
+        return ProviderEvent(
+            "backoff",
+            model,
+            f"{decision.kind} error from {model} ({detail[:120]}): waiting {_secs(wait)}",
+            wait,
+        )
+
+    def _advice(self, decision: RetryDecision, detail: str) -> str:
+        spec, route = self.spec, self._route
+        where = route.api_base or route.provider
+        if decision.kind == "auth":
+            if spec.api_key_env:
+                env = spec.api_key_env
+                return f"{spec.model} refused the key in {env}: check it holds a valid key ({detail})"
+            return f"{spec.model} needs a key: set api_key_env to the variable holding it ({detail})"
+        if decision.kind == "not_found":
+            return (
+                f"{where} does not know model {route.model!r}: check the model name and api_base ({detail})"
+            )
+        if decision.kind == "bad_request":
+            keys = ", ".join(sorted(spec.params)) or "none"
+            return f"{spec.model} rejected the request: check params ({keys}) and prompt length ({detail})"
+        return detail
+
+    def _done(
+        self,
+        reply: Reply,
+        admission: Admission,
+        messages: Sequence[Mapping[str, str]],
+        attempts: _Attempts,
+        prompt_tokens: int,
+    ) -> Completion:
+        estimated = reply.input_tokens is None or reply.output_tokens is None
+        inp = reply.input_tokens if reply.input_tokens is not None else prompt_tokens
+        if reply.output_tokens is not None:
+            out = reply.output_tokens
+        else:
+            out = estimate_tokens([{"content": reply.text or ""}]) - 7 if reply.text else 0
+        if estimated:
+            self._shared.counters.usage_estimated += 1
+        self._limiter.release(admission, used_tokens=inp + out, ok=True)
+        if reply.headers:
+            self._limiter.observe(reply.headers)
+        cost = self._price.cost(inp, out) if self._price else 0.0
+        cost += self._ambiguous_cost(attempts, prompt_tokens)
+        return Completion(
+            status=_status(reply),
+            text=reply.text,
+            finish_reason=reply.finish_reason,
+            input_tokens=inp,
+            output_tokens=out,
+            cost_usd=cost,
+            latency_s=time.perf_counter() - (attempts.started or time.perf_counter()),
+            attempts=attempts.count,
+            rate_limited=attempts.rate_limited,
+            path=self.path,
+        )
+
+    def _ambiguous_cost(self, attempts: _Attempts, prompt_tokens: int) -> float:
+        # A timed-out or cut attempt may have been billed; charge its prompt, a floor, not a guess at output.
+        if not self._price or not attempts.ambiguous:
+            return 0.0
+        return attempts.ambiguous * self._price.cost(prompt_tokens, 0)
+
+    def _error(
+        self,
+        kind: ErrorKind,
+        message: str,
+        attempts: _Attempts,
+        start: float | None,
+        prompt_tokens: int = 0,
+    ) -> Completion:
+        self._shared.counters.errors += 1
+        began = attempts.started if attempts.started is not None else start
+        return Completion(
+            status="error",
+            text=None,
+            cost_usd=self._ambiguous_cost(attempts, prompt_tokens),
+            latency_s=time.perf_counter() - began if began is not None else 0.0,
+            attempts=attempts.count,
+            rate_limited=attempts.rate_limited,
+            error_kind=kind,
+            error_message=self._pool.scrub(message),
+            path=self.path,
+        )
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
+
+
+def _status(reply: Reply) -> CallStatus:
+    if reply.refused or reply.finish_reason == "content_filter":
+        return "refused"
+    if reply.finish_reason == "length":
+        return "truncated"
+    if not reply.text or not reply.text.strip():
+        return "empty"
+    return "ok"
+
+
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "Endpoint", "EndpointStats", "ProviderPool", "Route", "resolve_route"]

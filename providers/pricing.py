@@ -1,0 +1,99 @@
+"""Prices, token estimates and the one place litellm is imported.
+
+litellm takes about 3 s and 170 MB to import and, by default, fetches its price map over HTTPS at import
+(MEASURED.md), so it is imported lazily here and only with the local cost map switched on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+from providers.records import EndpointSpec, Price, UnknownPrice
+
+_litellm: ModuleType | None = None
+
+
+def import_litellm() -> ModuleType:
+    """Import litellm offline and quiet; every use of litellm in the project goes through here."""
+    global _litellm
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        module = importlib.import_module("litellm")
+        # Otherwise every exception prints a "Give Feedback" banner to stdout.
+        vars(module)["suppress_debug_info"] = True
+        _litellm = module
+    return _litellm
+
+
+def litellm_price(model: str) -> Price | None:
+    """Price from litellm's local cost map, or None when the model is not in it.
+
+    Uses get_model_info (read-only): passing prices per call would write into litellm's global map.
+    """
+    litellm = import_litellm()
+    try:
+        info: Mapping[str, Any] = litellm.get_model_info(model)
+    except Exception:  # ModelNotMappedError and friends: litellm raises several kinds for unknown names
+        return None
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if not isinstance(inp, int | float) or not isinstance(out, int | float):
+        return None
+    # An unmapped model can come back with zero prices; treat that as unknown, not free.
+    if inp == 0 and out == 0:
+        return None
+    return Price(input_per_mtok=float(inp) * 1e6, output_per_mtok=float(out) * 1e6)
+
+
+def resolve_price(spec: EndpointSpec) -> Price | None:
+    """The config price if given, else litellm's local cost map, else None."""
+    if spec.price is not None:
+        return spec.price
+    return litellm_price(spec.model)
+
+
+def check_prices(specs: Sequence[EndpointSpec], *, sweep_cap: bool = True) -> None:
+    """Refuse to start when any dollar cap applies to a model whose price is unknown.
+
+    `sweep_cap` says whether the sweep as a whole has a cap; a spec's own `max_usd` always counts.
+    """
+    missing = [
+        spec for spec in specs if (sweep_cap or spec.max_usd is not None) and resolve_price(spec) is None
+    ]
+    if missing:
+        names = ", ".join(f"{spec.label} ({spec.model})" for spec in missing)
+        raise UnknownPrice(
+            f"a budget is set but no price is known for: {names}. Give each a price in the config, e.g. "
+            "price = { input_per_mtok = 0.15, output_per_mtok = 0.60 } (USD per million tokens)."
+        )
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, str]]) -> int:
+    """A cheap upper-leaning token estimate (about 1 us per message instead of about 50 us for
+    litellm.token_counter, measured in perf/client_overhead.py).
+
+    ASCII text runs about 4 characters per token; we count 3 to lean high. CJK characters (3 UTF-8 bytes,
+    CFBench is Chinese) run about 0.7-1.5 tokens each; we count 1.5. Each message adds 4 for its framing.
+    """
+    total = 3
+    for message in messages:
+        content = message.get("content") or ""
+        chars = len(content)
+        extra = len(content.encode("utf-8")) - chars if not content.isascii() else 0
+        wide = extra // 2  # a CJK character is 3 bytes: 2 extra
+        total += 4 + (chars - wide + 2) // 3 + (3 * wide + 1) // 2
+    return total
+
+
+def count_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
+    """litellm's tokenizer count: used only when a provider sent no usage."""
+    litellm = import_litellm()
+    return int(litellm.token_counter(model=model, messages=list(messages)))
+
+
+def count_text_tokens(model: str, text: str) -> int:
+    litellm = import_litellm()
+    return int(litellm.token_counter(model=model, text=text))

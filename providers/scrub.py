@@ -1,0 +1,30 @@
+"""Remove secrets from text before it leaves the providers package (error records, events, logs)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+# Bearer tokens and Authorization / api-key header values as exceptions print them (repr of a dict,
+# "Authorization: Bearer ...", x-api-key=...). The value runs to the next quote, comma, brace or space.
+_PATTERNS = (
+    re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"),
+    re.compile(
+        r"(?i)((?:authorization|x-api-key|api[-_]key|x-goog-api-key)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"
+    ),
+)
+_REDACTED = "[REDACTED]"
+# Shorter values are too likely to match ordinary words; real keys are far longer.
+_MIN_SECRET_LEN = 6
+
+
+def scrub(text: str, key_env_names: Iterable[str] = ()) -> str:
+    """Return `text` with the current values of `key_env_names` and any bearer/API-key values redacted."""
+    for name in key_env_names:
+        value = os.environ.get(name)
+        if value and len(value) >= _MIN_SECRET_LEN and value in text:
+            text = text.replace(value, _REDACTED)
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
+    return text

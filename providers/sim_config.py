@@ -1,0 +1,81 @@
+"""Settings of the built-in simulator: latency, rate limits, and how often each fault happens."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRates:
+    """Probability per request of each fault, each in [0, 1].
+
+    One seeded draw per request picks at most one fault (see docs/design/simulator.md): when the rates sum
+    to at most 1 each fault happens at exactly its rate; above 1 they share the draw in proportion.
+    """
+
+    server_error: float = 0.0  # 500, 502 or 503
+    rate_limit: float = 0.0  # spurious 429 with Retry-After
+    rate_limit_no_header: float = 0.0  # 429 with no Retry-After and no x-ratelimit-* headers
+    malformed: float = 0.0  # 200 whose body is not JSON
+    cut_body: float = 0.0  # 200 whose body stops mid-way, then the connection closes
+    reset: float = 0.0  # connection closed without an answer
+    hang: float = 0.0  # no answer until the client gives up (or hang_s passes)
+    trickle: float = 0.0  # complete answer sent a few bytes at a time over 2-5 s
+    wrong_content_type: float = 0.0  # 200, valid JSON, content-type text/html
+    missing_usage: float = 0.0
+    null_content: float = 0.0  # message.content = null
+    empty: float = 0.0  # message.content = ""
+    length: float = 0.0  # finish_reason "length", text cut short
+    content_filter: float = 0.0  # finish_reason "content_filter", content null
+    refusal: float = 0.0  # "I can't help with that." with message.refusal set
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise TypeError(f"FaultRates.{f.name}: expected a number, got {value!r}")
+            if not (0.0 <= float(value) <= 1.0) or math.isnan(value):
+                raise ValueError(f"FaultRates.{f.name}: rate must be in [0, 1], got {value!r}")
+
+    def nonzero(self) -> tuple[tuple[str, float], ...]:
+        """(name, rate) of every fault with a positive rate, in declaration order."""
+        return tuple(
+            (f.name, float(getattr(self, f.name))) for f in fields(self) if getattr(self, f.name) > 0
+        )
+
+
+FAULT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(FaultRates))
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """How the simulator behaves. Can be swapped while it runs (Simulator.set_config)."""
+
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    rpm: int | None = None
+    tpm: int | None = None
+    # Token buckets: capacity = limit * burst_s / 60, refilled at limit / 60 per second.
+    burst_s: float = 2.0
+    send_retry_after: bool = True  # Retry-After and retry-after-ms on limit 429s
+    send_ratelimit_headers: bool = True  # x-ratelimit-* on every response when a limit is set
+    faults: FaultRates = field(default_factory=FaultRates)
+    seed: int = 0
+    hang_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.latency_ms < 0 or self.jitter_ms < 0:
+            raise ValueError(
+                f"SimConfig: latency_ms and jitter_ms must be >= 0, got {self.latency_ms}, {self.jitter_ms}"
+            )
+        for name in ("rpm", "tpm"):
+            limit = getattr(self, name)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+                raise ValueError(f"SimConfig.{name}: expected a positive int or None, got {limit!r}")
+        if not self.burst_s > 0:
+            raise ValueError(f"SimConfig.burst_s: must be > 0, got {self.burst_s!r}")
+        if self.hang_s < 0:
+            raise ValueError(f"SimConfig.hang_s: must be >= 0, got {self.hang_s!r}")
+        if not isinstance(self.faults, FaultRates):
+            raise TypeError(f"SimConfig.faults: expected FaultRates, got {type(self.faults).__name__}")

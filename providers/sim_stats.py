@@ -1,0 +1,36 @@
+"""Counters the simulator keeps so tests can see what the client really sent."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+
+class SimStats:
+    """Mutated only on the simulator's event loop; other threads may read the counts after the fact."""
+
+    def __init__(self) -> None:
+        self.requests = 0  # chat-completion requests received, whatever happened to them
+        self.by_model: Counter[str] = Counter()
+        self.status_counts: Counter[int] = Counter()  # HTTP status of every answer that was started
+        # sha256 of the canonical request body (model + messages + params): a count above 1 is a resend.
+        self.bodies: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()  # injected faults by name, limit 429s as "limit"
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    def reset(self) -> None:
+        """Forget every count; requests still being served keep counting in in_flight."""
+        self.requests = 0
+        self.by_model = Counter()
+        self.status_counts = Counter()
+        self.bodies = Counter()
+        self.faults = Counter()
+        self.max_in_flight = self.in_flight
+
+    def enter(self) -> None:
+        self.in_flight += 1
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+
+    def leave(self) -> None:
+        self.in_flight -= 1

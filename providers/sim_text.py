@@ -1,0 +1,275 @@
+"""What the simulator says: deterministic filler answers, and replies shaped like each benchmark's judge.
+
+Everything here is a pure function of the request (model, messages, max_tokens) and the seed, so a test
+can predict any answer and a resumed run sees the same text it would have seen the first time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+QUALITY_MIN = 0.35
+QUALITY_MAX = 0.95
+ANSWER_MIN_TOKENS = 30
+ANSWER_MAX_TOKENS = 300
+REFUSAL_TEXT = "I can't help with that."
+
+_QUALITY_RE = re.compile(r"\(sim-quality (\d+(?:\.\d+)?)\)")
+
+# Our own sentences: answers only need to read like prose and have a predictable length. {t} is a word
+# taken from the prompt, so that different prompts read differently.
+_SENTENCES = (
+    "The request about {t} is handled step by step below.",
+    "First, it helps to state the goal of {t} in a single line.",
+    "A short example makes the idea of {t} concrete.",
+    "Each constraint in the instruction is addressed in the order given.",
+    "The tone stays neutral and the wording stays plain.",
+    "Where a number was asked for, the answer gives exactly that number.",
+    "Some readers will want more detail on {t}, so a brief note follows.",
+    "The main risk is to drift away from the question, which this answer avoids.",
+    "In practice, {t} works best when the steps are small and checked often.",
+    "A summary at the end repeats the key point in one sentence.",
+    "The format follows the layout that the instruction describes.",
+    "Nothing here depends on facts that cannot be checked.",
+    "Two options are worth comparing before choosing one.",
+    "The second option is simpler, but the first one scales better.",
+    "It is worth noting the limits of this approach to {t}.",
+    "Each paragraph covers one idea and stays on topic.",
+    "This keeps the answer short while still being useful.",
+    "A list would also work, but prose reads better here.",
+    "The last step is to review the result against the original request.",
+    "With that, the answer about {t} is complete.",
+)
+_OPENERS = ("Here is a response.", "Sure.", "Below is an answer.", "Certainly, here it is.", "Good question.")
+_WORD_RE = re.compile(r"[A-Za-z]{4,}")
+
+
+def _topic(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The longest plain word near the start of the last message, as a cheap stand-in for its subject."""
+    text = message_text(messages[-1])[:300] if messages else ""
+    words = _WORD_RE.findall(text)
+    return max(words, key=len).lower() if words else "this task"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    finish_reason: str  # "stop" or "length"
+
+
+def count_tokens(text: str) -> int:
+    """A cheap stand-in for a tokenizer: about four characters per token, never zero."""
+    return len(text) // 4 + 1
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of one chat message; list-of-parts content contributes its text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(count_tokens(message_text(m)) for m in messages)
+
+
+def _digest(*parts: bytes) -> int:
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        h.update(part)
+        h.update(b"\x00")
+    return int.from_bytes(h.digest(), "big")
+
+
+def _unit(*parts: bytes) -> float:
+    """A hash mapped to [0, 1)."""
+    return _digest(*parts) / 2.0**64
+
+
+def model_quality(model: str) -> float:
+    """Each simulated model's fixed quality in [0.35, 0.95], from its name alone."""
+    q = QUALITY_MIN + (QUALITY_MAX - QUALITY_MIN) * _unit(b"quality", model.encode())
+    return round(q, 2)
+
+
+def read_quality(text: str) -> float:
+    """The `(sim-quality X)` a simulated answer carries (the last one), or 0.5 when there is none."""
+    found = _QUALITY_RE.findall(text)
+    if not found:
+        return 0.5
+    return min(1.0, max(0.0, float(found[-1])))
+
+
+def decide(judged: str, key: str, seed: int, quality: float) -> bool:
+    """One judge decision: YES with probability `quality`, fixed by (judged text, decision key, seed)."""
+    return _unit(b"decide", str(seed).encode(), key.encode(), judged.encode()) < quality
+
+
+def cut_to_tokens(text: str, max_tokens: int) -> Reply:
+    """`text` unchanged when it fits in max_tokens, else cut at a word boundary with finish_reason length."""
+    if count_tokens(text) <= max_tokens:
+        return Reply(text, "stop")
+    limit = max(0, 4 * max_tokens - 1)  # largest length whose count_tokens is max_tokens
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return Reply(cut, "length")
+
+
+def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) -> str:
+    """Plausible prose of 30-300 tokens ending in a `(sim-quality q)` line; depends on model and prompt."""
+    rng = random.Random(_digest(b"answer", str(seed).encode(), model.encode(), orjson.dumps(messages)))
+    topic = _topic(messages)
+    quality_line = f"(sim-quality {model_quality(model):.2f})"
+    # Characters left for prose so that the whole answer lands on the drawn token count.
+    budget = 4 * (rng.randint(ANSWER_MIN_TOKENS, ANSWER_MAX_TOKENS) - 1) - len(quality_line) - 1
+    parts = [rng.choice(_OPENERS)]
+    used = len(parts[0])
+    floor = 4 * ANSWER_MIN_TOKENS - len(quality_line)
+    in_paragraph = 1
+    previous = -1
+    while True:
+        pick = rng.randrange(len(_SENTENCES) - 1)
+        pick = pick + 1 if pick >= previous >= 0 else pick  # never the same sentence twice in a row
+        previous = pick
+        sentence = _SENTENCES[pick].format(t=topic)
+        if used + len(sentence) + 2 > budget and used >= floor:
+            break
+        sep = "\n\n" if in_paragraph >= rng.randint(3, 5) else " "
+        in_paragraph = 1 if sep != " " else in_paragraph + 1
+        parts.append(sep + sentence)
+        used += len(sentence) + len(sep)
+    return "".join(parts) + "\n" + quality_line
+
+
+def answer(model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | None, seed: int) -> Reply:
+    """The simulator's reply to a chat request: a judge-shaped reply when the prompt is a known judge
+    prompt, else a filler answer; cut at max_tokens either way."""
+    text = judge_reply(messages, seed)
+    if text is None:
+        text = filler_answer(model, messages, seed)
+    return cut_to_tokens(text, max_tokens) if max_tokens is not None else Reply(text, "stop")
+
+
+# --- judge-shaped replies ------------------------------------------------------------------------------
+# Only short marker phrases of each benchmark's judge template are used (facts about the prompt shape);
+# the templates themselves live with the benchmarks, never here.
+
+_FB_COUNT_RE = re.compile(r"Python LIST with (\d+) elements?")
+_FB_ANSWER = "#Answer of Initial Instruction"
+_FB_SYSTEM = "\n\n#System#"
+_IFB_MARKER = "answer the ensuing Questions with either a YES or NO choice"
+_IFB_TEXT_START = 'Generated Text:\n"'
+_IFB_TEXT_END = '"\n\nQuestion:\n'
+_CFB_RESPONSE = "\n\n[模型答案]: "
+_CFB_CRITERIA = "[评估标准]: "
+_CFB_END = "\n\n[你的评估]: "
+_EIF_MARKERS = ("**子任务**", "**约束**", "答案：是/否")
+_EIF_RESPONSE = "- **模型回复**：\n"
+_EIF_SUBTASK = "\n- **子任务**：\n"
+_EIF_CONSTRAINT = "- **约束**:"
+
+
+def _between(text: str, start: str, end: str) -> str | None:
+    """The text after the first `start` and before the last `end` that follows it."""
+    a = text.find(start)
+    if a < 0:
+        return None
+    a += len(start)
+    b = text.rfind(end)
+    return text[a:b] if b >= a else None
+
+
+def _user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [message_text(m) for m in messages if m.get("role") == "user"]
+
+
+def judge_reply(messages: Sequence[Mapping[str, Any]], seed: int) -> str | None:
+    """A reply in the shape the judge prompt asks for, or None when `messages` is not a judge prompt."""
+    users = _user_texts(messages)
+    if not users:
+        return None
+    last = users[-1]
+    if "#System#" in last:
+        match = _FB_COUNT_RE.search(last)
+        if match:
+            return _followbench(last, int(match.group(1)), seed)
+    if _IFB_MARKER in last or any(_IFB_MARKER in message_text(m) for m in messages):
+        return _infobench(messages, users, seed)
+    if _CFB_CRITERIA in last and _CFB_END in last and _CFB_RESPONSE in last:
+        return _cfbench(last, seed)
+    if all(marker in last for marker in _EIF_MARKERS):
+        return _eifbench(last, seed)
+    return None
+
+
+def _followbench(prompt: str, n: int, seed: int) -> str:
+    start = prompt.find(_FB_ANSWER)
+    judged = prompt
+    if start >= 0:
+        body_start = prompt.find("#\n", start + len(_FB_ANSWER))
+        end = prompt.rfind(_FB_SYSTEM)
+        if body_start >= 0 and end >= body_start:
+            judged = prompt[body_start + 2 : end]
+    q = read_quality(judged)
+    verdicts = ["YES" if decide(judged, str(i), seed, q) else "NO" for i in range(n)]
+    met = verdicts.count("YES")
+    return (
+        f"1) The answer was read against the {n} added constraint{'s' if n != 1 else ''}.\n"
+        f"2) It satisfies {met} of them.\n"
+        f"{verdicts!r}"
+    )
+
+
+def _infobench(messages: Sequence[Mapping[str, Any]], users: list[str], seed: int) -> str:
+    judged: str | None = None
+    for m in messages:
+        judged = _between(message_text(m), _IFB_TEXT_START, _IFB_TEXT_END)
+        if judged is not None:
+            break
+    judged = judged if judged is not None else users[0]
+    question_index = len(users) - 1
+    return "YES" if decide(judged, str(question_index), seed, read_quality(judged)) else "NO"
+
+
+def _cfbench(prompt: str, seed: int) -> str:
+    crit_at = prompt.rfind(_CFB_CRITERIA)
+    end = prompt.rfind(_CFB_END)
+    criteria = (
+        prompt[crit_at + len(_CFB_CRITERIA) : end]
+        if end > crit_at
+        else prompt[crit_at + len(_CFB_CRITERIA) :]
+    )
+    resp_at = prompt.find(_CFB_RESPONSE)
+    head = prompt[: prompt.rfind("\n\n" + _CFB_CRITERIA)]
+    judged = head[resp_at + len(_CFB_RESPONSE) :] if 0 <= resp_at < len(head) else prompt
+    q = read_quality(judged)
+    items = criteria.split("\n\n")
+    return "\n\n".join(
+        f"{item}\t{1 if decide(judged, str(i), seed, q) else 0}" for i, item in enumerate(items)
+    )
+
+
+def _eifbench(prompt: str, seed: int) -> str:
+    judged = _between(prompt, _EIF_RESPONSE, _EIF_SUBTASK)
+    judged = judged if judged is not None else prompt
+    at = prompt.rfind(_EIF_CONSTRAINT)
+    subtask_at = prompt.rfind(_EIF_SUBTASK)
+    # Each scoring question is its own call: the sub-task and question text are the decision key.
+    key = prompt[subtask_at:] if subtask_at >= 0 else prompt[at:]
+    if decide(judged, key, seed, read_quality(judged)):
+        return "分析：模型回复完成了子任务，并满足该约束。\n答案：是"
+    return "分析：模型回复没有完全满足该约束。\n答案：否"

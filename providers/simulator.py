@@ -1,0 +1,523 @@
+"""The built-in OpenAI-compatible simulator: a real aiohttp server on 127.0.0.1.
+
+Speaks POST /v1/chat/completions, GET /v1/models and GET /health. Answers are deterministic (see
+providers/sim_text.py), rate limits are token buckets (providers/sim_limits.py) and faults are drawn per
+request from a seeded RNG (providers/sim_faults.py). Design notes: docs/design/simulator.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import random
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
+from providers.sim_faults import FaultPicker, apply_content_fault, error_body
+from providers.sim_limits import RateLimits, retry_after_headers
+from providers.sim_stats import SimStats
+from providers.sim_text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
+
+__all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
+
+_JSON = "application/json"
+_SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
+_TRICKLE_CHUNKS = 25
+_SHUTDOWN_TIMEOUT_S = 2.0
+_DEFAULT_CONFIG = SimConfig()
+
+
+class _BadRequest(Exception):
+    pass
+
+
+def _limits_for(config: SimConfig) -> RateLimits:
+    return RateLimits(config.rpm, config.tpm, config.burst_s)
+
+
+def _requested_max_tokens(body: Mapping[str, Any]) -> int | None:
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _BadRequest(f"{name} must be a positive integer, got {value!r}")
+        return value
+    return None
+
+
+def _parse_request(raw: bytes) -> tuple[dict[str, Any], str, list[dict[str, Any]], int | None]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _BadRequest(f"request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _BadRequest("'model' must be a non-empty string")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise _BadRequest("'messages' must be a non-empty list of objects")
+    if body.get("stream"):
+        raise _BadRequest("the simulator does not stream; send stream=false")
+    return body, model, messages, _requested_max_tokens(body)
+
+
+class Simulator:
+    """The simulator server, run in the current event loop: `async with Simulator(cfg) as sim: ...`."""
+
+    def __init__(self, config: SimConfig = _DEFAULT_CONFIG, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._config = config
+        self._host = host
+        self._requested_port = port
+        self._port: int | None = None
+        self._stats = SimStats()
+        self._limits = _limits_for(config)
+        self._faults = FaultPicker(config.faults, config.seed)
+        self._runner: web.AppRunner | None = None
+        self._closing: asyncio.Event | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    async def __aenter__(self) -> Simulator:
+        self._closing = asyncio.Event()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        # No access log: its default format prints request headers (User-Agent, Referer), and a
+        # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
+        # when its client gives up.
+        runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=_SHUTDOWN_TIMEOUT_S
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self._host, self._requested_port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._closing is not None:
+            self._closing.set()  # releases hung answers at once instead of after shutdown_timeout
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- public state ----------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("Simulator is not running: use it as `async with Simulator(...)`")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def stats(self) -> SimStats:
+        return self._stats
+
+    @property
+    def config(self) -> SimConfig:
+        return self._config
+
+    def set_config(self, config: SimConfig) -> None:
+        """Swap settings while serving. Limits restart full only when they change; the fault RNG restarts
+        only when the seed changes, so a rate change keeps the seeded sequence going."""
+        old = self._config
+        self._config = config
+        if (old.rpm, old.tpm, old.burst_s) != (config.rpm, config.tpm, config.burst_s):
+            self._limits = _limits_for(config)
+        if old.seed != config.seed:
+            self._faults = FaultPicker(config.faults, config.seed)
+        else:
+            self._faults.set_rates(config.faults)
+
+    # --- handlers --------------------------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        names = sorted(self._stats.by_model) or ["sim-model"]
+        data = [{"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator"} for n in names]
+        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        stats = self._stats
+        stats.requests += 1
+        stats.enter()
+        try:
+            return await self._chat_inner(request)
+        finally:
+            stats.leave()
+
+    def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+        self._stats.status_counts[status] += 1
+        return web.Response(status=status, body=orjson.dumps(payload), content_type=_JSON, headers=headers)
+
+    def _limit_headers(self) -> dict[str, str]:
+        return self._limits.headers() if self._config.send_ratelimit_headers else {}
+
+    async def _chat_inner(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body, model, messages, max_tokens = _parse_request(await request.read())
+        except _BadRequest as exc:
+            return self._json(400, error_body(str(exc), "invalid_request_error"))
+        stats = self._stats
+        stats.by_model[model] += 1
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        config = self._config
+        fault = self._faults.pick()
+
+        n_prompt = prompt_tokens(messages)
+        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
+        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
+        if not admission.admitted:
+            stats.faults["limit"] += 1
+            headers = self._limit_headers()
+            if config.send_retry_after:
+                headers.update(retry_after_headers(admission.retry_after_s))
+            return self._json(
+                429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
+            )
+        if fault is not None:
+            stats.faults[fault] += 1
+        await self._sleep_latency(config, canonical)
+
+        if fault == "server_error":
+            status = self._faults.server_status()
+            return self._json(
+                status,
+                error_body("The server had an error (simulated).", "server_error"),
+                self._limit_headers(),
+            )
+        if fault == "rate_limit":
+            headers = self._limit_headers()
+            if config.send_retry_after:
+                headers.update(retry_after_headers(_SPURIOUS_RETRY_S))
+            return self._json(
+                429,
+                error_body("Rate limit reached (simulated, spurious).", "requests", "rate_limit_exceeded"),
+                headers,
+            )
+        if fault == "rate_limit_no_header":
+            return self._json(
+                429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
+            )
+        if fault == "reset":
+            return _reset(request)
+        if fault == "hang":
+            return await self._hang(request, config.hang_s)
+        if fault == "malformed":
+            stats.status_counts[200] += 1
+            return web.Response(
+                body=b"upstream returned an incomplete answer\n",
+                content_type=_JSON,
+                headers=self._limit_headers(),
+            )
+
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        data = orjson.dumps(payload)
+        if fault == "cut_body":
+            return await _cut_body(request, data, self._limit_headers(), stats)
+        if fault == "trickle":
+            return await _trickle(request, data, self._limit_headers(), stats, canonical)
+        content_type = "text/html" if fault == "wrong_content_type" else _JSON
+        stats.status_counts[200] += 1
+        return web.Response(body=data, content_type=content_type, headers=self._limit_headers())
+
+    async def _sleep_latency(self, config: SimConfig, canonical: bytes) -> None:
+        if config.latency_ms <= 0 and config.jitter_ms <= 0:
+            return
+        jitter = 0.0
+        if config.jitter_ms > 0:
+            # Seeded by the request so a replayed request waits the same time.
+            jitter = random.Random(canonical).uniform(-config.jitter_ms, config.jitter_ms)
+        delay = max(0.0, config.latency_ms + jitter) / 1000.0
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    def _completion(
+        self,
+        body: Mapping[str, Any],
+        model: str,
+        messages: list[dict[str, Any]],
+        max_tokens: int | None,
+        n_prompt: int,
+        canonical: bytes,
+        fault: str | None,
+    ) -> dict[str, Any]:
+        reply = answer(model, messages, max_tokens, self._config.seed)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": message,
+            "finish_reason": reply.finish_reason,
+            "logprobs": None,
+        }
+        apply_content_fault(fault, message, choice)
+        content = message["content"]
+        n_completion = count_tokens(content) if content else 0
+        payload: dict[str, Any] = {
+            "id": "chatcmpl-sim-" + hashlib.blake2b(canonical, digest_size=12).hexdigest(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "system_fingerprint": "ifsweep-sim",
+            "choices": [choice],
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_completion,
+                "total_tokens": n_prompt + n_completion,
+            },
+        }
+        if fault == "missing_usage":
+            del payload["usage"]
+        return payload
+
+    async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
+        # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).
+        assert self._closing is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._closing.wait(), timeout=hang_s)
+        return _reset(request)
+
+
+def _reset(request: web.Request) -> web.StreamResponse:
+    """Drop the connection with a TCP reset; aiohttp then finds the transport closed and writes nothing."""
+    transport = request.transport
+    if transport is not None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+    return web.Response(status=200)
+
+
+async def _cut_body(
+    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats
+) -> web.StreamResponse:
+    """Promise the whole body in Content-Length, send half of it, then close the connection."""
+    response = web.StreamResponse(status=200, headers=headers)
+    response.content_type = _JSON
+    response.content_length = len(data)
+    stats.status_counts[200] += 1
+    await response.prepare(request)
+    await response.write(data[: len(data) // 2])
+    transport = request.transport
+    if transport is not None:
+        transport.close()  # a FIN after the flushed half: the client sees a short body
+    return response
+
+
+async def _trickle(
+    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats, canonical: bytes
+) -> web.StreamResponse:
+    """The full body, a few bytes at a time, over 2-5 s (fixed per request)."""
+    response = web.StreamResponse(status=200, headers=headers)
+    response.content_type = _JSON
+    response.content_length = len(data)
+    stats.status_counts[200] += 1
+    await response.prepare(request)
+    total_s = random.Random(b"trickle" + canonical).uniform(2.0, 5.0)
+    step = max(1, -(-len(data) // _TRICKLE_CHUNKS))
+    for start in range(0, len(data), step):
+        if start:  # no pause after the last chunk: the connection would idle before its next request
+            await asyncio.sleep(total_s / _TRICKLE_CHUNKS)
+        await response.write(data[start : start + step])
+    await response.write_eof()
+    return response
+
+
+class SimulatorThread:
+    """The same server on a background thread with its own event loop, for sync code and subprocess tests.
+
+    `stats` is mutated on that thread; read counts once the client is done with them.
+    """
+
+    def __init__(self, config: SimConfig = _DEFAULT_CONFIG, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._sim = Simulator(config, host, port)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def __enter__(self) -> SimulatorThread:
+        self._thread = threading.Thread(target=self._run, name="ifsweep-simulator", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:  # surfaced to __enter__ when it happens during startup
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with self._sim:
+            self._ready.set()
+            await self._stop.wait()
+
+    @property
+    def base_url(self) -> str:
+        return self._sim.base_url
+
+    @property
+    def port(self) -> int:
+        return self._sim.port
+
+    @property
+    def stats(self) -> SimStats:
+        return self._sim.stats
+
+    def set_config(self, config: SimConfig) -> None:
+        """Applied on the server's loop; returns once the new settings are in force."""
+        if self._loop is None or self._thread is None:  # not serving: nothing else touches the server
+            self._sim.set_config(config)
+            return
+        done = threading.Event()
+
+        def apply() -> None:
+            self._sim.set_config(config)
+            done.set()
+
+        self._loop.call_soon_threadsafe(apply)
+        done.wait()
+
+
+# --- command line --------------------------------------------------------------------------------------
+
+
+def _fault_arg(text: str) -> tuple[str, float]:
+    name, sep, rate = text.partition("=")
+    if not sep or name not in FAULT_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=RATE with NAME one of {', '.join(FAULT_NAMES)}; got {text!r}"
+        )
+    try:
+        value = float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rate of {name} is not a number: {rate!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"rate of {name} must be in [0, 1], got {value}")
+    return name, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ifsweep serve-mock", description="Run the OpenAI-compatible simulator.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start)")
+    p.add_argument("--latency-ms", type=float, default=0.0)
+    p.add_argument("--jitter-ms", type=float, default=0.0)
+    p.add_argument("--rpm", type=int, default=None)
+    p.add_argument("--tpm", type=int, default=None)
+    p.add_argument("--burst-s", type=float, default=2.0)
+    p.add_argument("--no-retry-after", action="store_true", help="send no Retry-After on limit 429s")
+    p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hang-s", type=float, default=3600.0)
+    p.add_argument(
+        "--fault",
+        type=_fault_arg,
+        action="append",
+        default=[],
+        metavar="NAME=RATE",
+        help="inject a fault at this rate per request (repeatable)",
+    )
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> SimConfig:
+    return SimConfig(
+        latency_ms=args.latency_ms,
+        jitter_ms=args.jitter_ms,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        burst_s=args.burst_s,
+        send_retry_after=not args.no_retry_after,
+        send_ratelimit_headers=not args.no_ratelimit_headers,
+        faults=FaultRates(**dict(args.fault)),
+        seed=args.seed,
+        hang_s=args.hang_s,
+    )
+
+
+async def _serve_forever(config: SimConfig, host: str, port: int) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with Simulator(config, host, port) as sim:
+            print(f"listening on {sim.base_url}", flush=True)
+            await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def serve_main(argv: list[str] | None = None) -> int:
+    """`ifsweep serve-mock` / `python -m providers.simulator`: serve until SIGINT or SIGTERM."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    try:
+        asyncio.run(_serve_forever(config, args.host, args.port))
+    except OSError as exc:
+        print(f"serve-mock: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(serve_main())

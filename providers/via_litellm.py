@@ -1,0 +1,78 @@
+"""The LiteLLM path: providers that do not speak OpenAI chat completions (anthropic, gemini, bedrock, ...)
+or specs with force_litellm. Translates litellm's response and exceptions into the fast path's shapes.
+
+num_retries=0 makes exactly one attempt (unset makes 3; num_retries=k makes 2k+1, MEASURED.md): our own
+retry loop in providers/pool.py decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from providers.fast import Reply
+from providers.pricing import import_litellm
+from providers.retry import MalformedResponse
+
+
+class LiteLLMSender:
+    def __init__(self, model: str, api_base: str | None, params: Mapping[str, Any]) -> None:
+        self._model = model
+        self._api_base = api_base
+        self._params = dict(params)
+        self._litellm = import_litellm()
+
+    async def send(
+        self, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout_s: float
+    ) -> Reply:
+        try:
+            resp = await self._litellm.acompletion(
+                model=self._model,
+                messages=[dict(m) for m in messages],
+                api_base=self._api_base,
+                api_key=api_key,
+                num_retries=0,
+                timeout=timeout_s,
+                **self._params,
+            )
+        except Exception as exc:
+            # A provider's safety refusal is an answer (status refused), not a fault to retry.
+            if any(cls.__name__ == "ContentPolicyViolationError" for cls in type(exc).__mro__):
+                return Reply(None, "content_filter", True, None, None, _headers(exc))
+            raise
+        return _to_reply(resp)
+
+
+def _headers(obj: Any) -> Mapping[str, str]:
+    headers = getattr(obj, "litellm_response_headers", None)
+    if headers is None:
+        hidden = getattr(obj, "_hidden_params", None) or {}
+        headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    return headers if isinstance(headers, Mapping) else {}
+
+
+def _to_reply(resp: Any) -> Reply:
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise MalformedResponse("litellm returned no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise MalformedResponse("litellm returned a choice without a message")
+    content = getattr(message, "content", None)
+    refusal = getattr(message, "refusal", None)
+    extra = getattr(message, "provider_specific_fields", None)
+    if not refusal and isinstance(extra, dict):
+        refusal = extra.get("refusal")
+    usage = getattr(resp, "usage", None)
+    inp = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    out = getattr(usage, "completion_tokens", None) if usage is not None else None
+    finish = getattr(choice, "finish_reason", None)
+    return Reply(
+        text=content if isinstance(content, str) else None,
+        finish_reason=finish if isinstance(finish, str) else None,
+        refused=bool(refusal),
+        input_tokens=inp if isinstance(inp, int) else None,
+        output_tokens=out if isinstance(out, int) else None,
+        headers=_headers(resp),
+    )

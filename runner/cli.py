@@ -1,0 +1,255 @@
+"""`ifsweep` command line. Heavy modules (LiteLLM, Polars, aiohttp) load inside the command that needs
+them, so `ifsweep --help` and the commands that make no call start at once.
+
+Exit codes: 0 complete, 1 failed, 2 bad usage / config / data, 3 stopped by budget, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from runner.errors import UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        code: int = args.handler(args)
+        return code
+    except KeyboardInterrupt:
+        print("[ifsweep] interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:
+        if _is_user_error(e):
+            print(f"ifsweep: error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        raise
+
+
+def _is_user_error(e: Exception) -> bool:
+    from benchmarks import DataError
+    from runner.config import ConfigError
+
+    names = {type(x).__name__ for x in type(e).__mro__}
+    # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
+    # module need not import the modules that define them.
+    return isinstance(e, ConfigError | DataError | UsageError) or bool(
+        names & {"DownloadError", "IncompatibleRun", "UnknownPrice"}
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ifsweep",
+        description="Evaluate many LLMs on constraint-following benchmarks in one budgeted, resumable sweep.",
+    )
+    sub = p.add_subparsers(metavar="COMMAND")
+
+    c = sub.add_parser("run", help="run (or resume) the sweep a TOML config describes")
+    c.add_argument("config", type=Path)
+    c.add_argument("--partition", metavar="I/N", help="run only partition I of N (0-based) of the keys")
+    c.add_argument("--no-retry-errors", action="store_true", help="keep stored error records instead of retrying")
+    c.add_argument("--progress", choices=["auto", "rich", "plain", "off"], help="override run.progress")
+    c.set_defaults(handler=_cmd_run)
+
+    c = sub.add_parser("plan", help="planned calls, tokens, cost and time of a config, before anything is spent")
+    c.add_argument("config", type=Path)
+    c.set_defaults(handler=_cmd_plan)
+
+    c = sub.add_parser("report", help="metrics of a run directory")
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--format", choices=["table", "json", "csv", "md", "html"], default="table")
+    c.add_argument("--out", type=Path, help="write to this file instead of standard output")
+    c.add_argument("--ci", action="store_true", help="add bootstrap 95%% intervals")
+    c.set_defaults(handler=_cmd_report)
+
+    c = sub.add_parser("metrics", help="metrics of verdict-row files (JSONL or Parquet)")
+    c.add_argument("rows", type=Path, nargs="+")
+    c.add_argument("--format", choices=["json", "csv", "md", "table"], default="json")
+    c.add_argument("--ci", action="store_true", help="add bootstrap 95%% intervals")
+    c.set_defaults(handler=_cmd_metrics)
+
+    c = sub.add_parser("status", help="planned / done / errors / spent of a run directory (no network)")
+    c.add_argument("run_dir", type=Path)
+    c.set_defaults(handler=_cmd_status)
+
+    c = sub.add_parser("compact", help="write Parquet beside a run directory's shards")
+    c.add_argument("run_dir", type=Path)
+    c.set_defaults(handler=_cmd_compact)
+
+    c = sub.add_parser("demo", help="a sweep of simulated models on the built-in samples (no keys, no network)")
+    c.add_argument("--out", type=Path, default=Path("ifsweep-demo"), help="run directory (default ./ifsweep-demo)")
+    c.set_defaults(handler=_cmd_demo)
+
+    c = sub.add_parser("serve-mock", help="the built-in OpenAI-compatible simulator", add_help=False)
+    c.add_argument("rest", nargs=argparse.REMAINDER)
+    c.set_defaults(handler=_cmd_serve_mock)
+
+    b = sub.add_parser("benchmarks", help="list the benchmarks, or check a data set's counts")
+    bsub = b.add_subparsers(metavar="ACTION")
+    c = bsub.add_parser("list", help="the supported benchmarks and their options")
+    c.set_defaults(handler=_cmd_bench_list)
+    c = bsub.add_parser("check", help="load and validate a benchmark's data; print its counts")
+    c.add_argument("name")
+    c.add_argument("--data", type=Path, help="a local copy (default: the pinned download)")
+    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a benchmark option")
+    c.set_defaults(handler=_cmd_bench_check)
+
+    c = sub.add_parser("import", help="turn a reference tool's output files into a run directory")
+    c.add_argument("benchmark")
+    c.add_argument("files", type=Path, nargs="+")
+    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--scoring", choices=["paper", "reference"], default="paper")
+    c.add_argument("--data", type=Path, help="the benchmark's data, where the output files lack fields")
+    c.set_defaults(handler=_cmd_import)
+    return p
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import anyio
+
+    from runner.config import load_config
+    from runner.sweep import check_ready, load_work, run_sweep
+
+    partition = _partition(args.partition)
+    cfg = load_config(args.config)
+    work = load_work(cfg)
+    check_ready(cfg, work)
+    result = anyio.run(
+        lambda: run_sweep(
+            cfg, work, partition=partition, progress=args.progress, retry_errors=False if args.no_retry_errors else None
+        )
+    )
+    _print_result(result, cfg.run.output_dir)
+    return result.exit_code
+
+
+def _partition(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    from runner.partition import parse_partition
+
+    try:
+        return parse_partition(text)
+    except ValueError as e:
+        raise UsageError(f"--partition: {e}") from None
+
+
+def _print_result(result: object, run_dir: Path) -> None:
+    from runner.sweep import SweepResult
+
+    assert isinstance(result, SweepResult)
+    line = (
+        f"[ifsweep] {result.status}: {result.done}/{result.planned} done, {result.errors} errors, "
+        f"${result.spent_usd:.4f} spent -> {run_dir}"
+    )
+    print(line, file=sys.stderr)
+    if result.message:
+        print(f"[ifsweep] {result.message}", file=sys.stderr)
+    if result.status == "budget_exhausted":
+        print("[ifsweep] raise max_usd and run the same command again to resume", file=sys.stderr)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from runner.config import load_config
+    from runner.planning import estimate, render_estimate
+    from runner.sweep import load_work
+
+    cfg = load_config(args.config, check_env=False)
+    print(render_estimate(estimate(cfg, load_work(cfg))))
+    return EXIT_OK
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from runner.reporting import report
+
+    text = report(args.run_dir, fmt=args.format, ci=args.ci, out=args.out)
+    if args.out is None:
+        print(text)
+    return EXIT_OK
+
+
+def _cmd_metrics(args: argparse.Namespace) -> int:
+    from runner.reporting import metrics_of_files
+
+    print(metrics_of_files(args.rows, fmt=args.format, ci=args.ci))
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from runner.reporting import render_status
+
+    print(render_status(args.run_dir))
+    return EXIT_OK
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from runner.compact import compact
+
+    _require_run_dir(args.run_dir)
+    result = compact(args.run_dir)
+    print(result)
+    return EXIT_OK
+
+
+def _require_run_dir(run_dir: Path) -> None:
+    if not (run_dir / "shards").is_dir():
+        raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from runner.demo import run_demo
+
+    return run_demo(args.out)
+
+
+def _cmd_serve_mock(args: argparse.Namespace) -> int:
+    from providers.simulator import serve_main
+
+    return serve_main(list(args.rest))
+
+
+def _cmd_bench_list(args: argparse.Namespace) -> int:
+    import benchmarks
+
+    for name in benchmarks.names():
+        bench = benchmarks.get(name)
+        opts = ", ".join(sorted(bench.options)) or "-"
+        print(f"{name:12s} options: {opts}")
+    return EXIT_OK
+
+
+def _cmd_bench_check(args: argparse.Namespace) -> int:
+    from runner.checking import check_benchmark
+
+    options: dict[str, object] = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--option {item!r}: expected KEY=VALUE")
+        options[key] = value.split(",") if key == "categories" else value
+    print(check_benchmark(args.name, args.data, options))
+    return EXIT_OK
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from runner.importing import import_reference
+
+    print(import_reference(args.benchmark, args.files, out=args.out, scoring=args.scoring, data=args.data))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

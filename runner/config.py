@@ -1,0 +1,322 @@
+"""The sweep config: TOML in, validated typed records out, or one ConfigError that names the key.
+
+Validation happens before anything runs or is written. Relative paths resolve against the config file's
+folder, so a config means the same thing from any working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from providers.records import EndpointSpec, Price
+
+ScoringMode = Literal["paper", "reference"]
+ProgressMode = Literal["auto", "rich", "plain", "off"]
+
+DEFAULT_CONCURRENCY = 64
+DEFAULT_MODEL_CONCURRENCY = 32
+
+_RUN_KEYS = {
+    "output_dir": "the run directory; re-running the same config resumes into it",
+    "max_usd": "hard budget for the whole sweep, in dollars",
+    "concurrency": "global cap on calls in flight",
+    "reask": "how often an unparseable judge reply is asked again",
+    "retry_errors": "re-send calls whose stored record is an error",
+    "flush_ms": "group-commit interval of the result shards",
+    "progress": "auto | rich | plain | off",
+    "stop_deadline_s": "how long in-flight calls may finish after Ctrl-C",
+}
+_BENCH_KEYS = {"name", "data", "limit", "scoring", "reask"}
+_ENDPOINT_KEYS = {
+    "id",
+    "model",
+    "api_base",
+    "api_key_env",
+    "rpm",
+    "tpm",
+    "max_concurrency",
+    "max_usd",
+    "params",
+    "price",
+    "use_litellm",
+    "timeout_s",
+}
+_PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
+_TOP_KEYS = {"run", "benchmarks", "models", "judge"}
+
+
+class ConfigError(ValueError):
+    """A config that cannot run. `str()` names the file, the key and what is expected."""
+
+    def __init__(self, path: Path | str, key: str, message: str):
+        super().__init__(f"{path}: {key}: {message}")
+        self.path = str(path)
+        self.key = key
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkConfig:
+    name: str
+    data: Path | None
+    limit: int | None
+    scoring: ScoringMode
+    reask: int
+    options: Mapping[str, Any] = field(default_factory=dict)  # benchmark-specific: language, split, ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    output_dir: Path
+    max_usd: float | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    reask: int = 2
+    retry_errors: bool = True
+    flush_ms: float = 200.0
+    progress: ProgressMode = "auto"
+    stop_deadline_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    path: Path
+    run: RunConfig
+    benchmarks: tuple[BenchmarkConfig, ...]
+    models: tuple[EndpointSpec, ...]
+    judge: EndpointSpec | None
+    raw: Mapping[str, Any]  # the parsed TOML, for the manifest's config hash
+
+
+def load_config(path: Path | str, *, check_env: bool = True) -> SweepConfig:
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(path, "(file)", "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(path, "(file)", f"cannot read: {e}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(path, "(syntax)", f"not valid TOML: {e}") from None
+    return parse_config(raw, path, check_env=check_env)
+
+
+def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) -> SweepConfig:
+    _no_unknown(path, "", raw, _TOP_KEYS)
+    base = path.resolve().parent
+    run = _run(path, base, _table(path, "run", raw.get("run", {})))
+    benches = _array(path, "benchmarks", raw.get("benchmarks"), required=True)
+    models = _array(path, "models", raw.get("models"), required=True)
+    bench_cfgs = tuple(_benchmark(path, base, i, t, run.reask) for i, t in enumerate(benches))
+    seen_bench: dict[str, int] = {}
+    for i, b in enumerate(bench_cfgs):
+        if b.name in seen_bench:
+            # Rows are keyed by benchmark and instance id, so two tables would mix in the metrics.
+            raise ConfigError(
+                path,
+                f"benchmarks[{i}].name",
+                f"benchmark {b.name!r} is already listed as benchmarks[{seen_bench[b.name]}]; "
+                "run a second configuration (another output_dir) for other options",
+            )
+        seen_bench[b.name] = i
+    specs = tuple(_endpoint(path, f"models[{i}]", t, check_env) for i, t in enumerate(models))
+    ids: dict[str, int] = {}
+    for i, s in enumerate(specs):
+        if s.label in ids:
+            raise ConfigError(
+                path, f"models[{i}].id", f"duplicate model id {s.label!r} (also models[{ids[s.label]}]); give each an `id`"
+            )
+        ids[s.label] = i
+    judge = None
+    if "judge" in raw:
+        judge = _endpoint(path, "judge", _table(path, "judge", raw["judge"]), check_env, default_label="judge")
+    return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judge=judge, raw=dict(raw))
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+
+
+def _run(path: Path, base: Path, t: Mapping[str, Any]) -> RunConfig:
+    _no_unknown(path, "run", t, set(_RUN_KEYS))
+    out = t.get("output_dir")
+    output_dir = base / _str(path, "run.output_dir", out) if out is not None else base / "runs" / path.stem
+    progress = t.get("progress", "auto")
+    if progress not in ("auto", "rich", "plain", "off"):
+        raise ConfigError(path, "run.progress", f"expected one of auto, rich, plain, off; got {progress!r}")
+    return RunConfig(
+        output_dir=output_dir,
+        max_usd=_opt_pos_float(path, "run.max_usd", t.get("max_usd")),
+        concurrency=_opt_pos_int(path, "run.concurrency", t.get("concurrency")) or DEFAULT_CONCURRENCY,
+        reask=_nonneg_int(path, "run.reask", t.get("reask", 2)),
+        retry_errors=_bool(path, "run.retry_errors", t.get("retry_errors", True)),
+        flush_ms=_opt_pos_float(path, "run.flush_ms", t.get("flush_ms")) or 200.0,
+        progress=progress,
+        stop_deadline_s=_opt_pos_float(path, "run.stop_deadline_s", t.get("stop_deadline_s")) or 30.0,
+    )
+
+
+def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> BenchmarkConfig:
+    import benchmarks  # the registry is cheap: modules load on first get()
+
+    where = f"benchmarks[{i}]"
+    t = _table(path, where, t)
+    name = t.get("name")
+    if name is None:
+        raise ConfigError(path, f"{where}.name", f"missing; one of {', '.join(benchmarks.names())}")
+    name = _str(path, f"{where}.name", name)
+    if name not in benchmarks.names():
+        hint = _closest(name, benchmarks.names())
+        raise ConfigError(
+            path, f"{where}.name", f"unknown benchmark {name!r}{hint}; known: {', '.join(benchmarks.names())}"
+        )
+    bench = benchmarks.get(name)
+    _no_unknown(path, where, t, _BENCH_KEYS | set(bench.options))
+    options = {k: v for k, v in t.items() if k not in _BENCH_KEYS}
+    try:
+        bench.validate_options(options)
+    except ValueError as e:
+        raise ConfigError(path, where, str(e)) from None
+    data = t.get("data")
+    data_path = None
+    if data is not None:
+        data_path = (base / _str(path, f"{where}.data", data)).resolve()
+        if not data_path.exists():
+            raise ConfigError(path, f"{where}.data", f"{data_path} does not exist")
+    scoring = t.get("scoring", "paper")
+    if scoring not in ("paper", "reference"):
+        raise ConfigError(path, f"{where}.scoring", f"expected 'paper' or 'reference', got {scoring!r}")
+    return BenchmarkConfig(
+        name=name,
+        data=data_path,
+        limit=_opt_pos_int(path, f"{where}.limit", t.get("limit")),
+        scoring=scoring,
+        reask=_nonneg_int(path, f"{where}.reask", t.get("reask", default_reask)),
+        options=options,
+    )
+
+
+def _endpoint(path: Path, where: str, t: Any, check_env: bool, default_label: str | None = None) -> EndpointSpec:
+    t = _table(path, where, t)
+    _no_unknown(path, where, t, _ENDPOINT_KEYS)
+    if "model" not in t:
+        raise ConfigError(path, f"{where}.model", "missing; any LiteLLM model string, e.g. 'openai/gpt-4o-mini'")
+    model = _str(path, f"{where}.model", t["model"])
+    if "/" not in model and not model.startswith(("gpt-", "o1", "o3", "o4", "claude", "gemini")):
+        # LiteLLM would guess; we would rather the user says which provider.
+        raise ConfigError(path, f"{where}.model", f"{model!r} names no provider; write e.g. 'openai/{model}'")
+    label = _str(path, f"{where}.id", t.get("id", default_label or model))
+    key_env = t.get("api_key_env")
+    if key_env is not None:
+        key_env = _str(path, f"{where}.api_key_env", key_env)
+        if not key_env.replace("_", "").isalnum():
+            raise ConfigError(
+                path, f"{where}.api_key_env", "must be the NAME of an environment variable (letters, digits, _), never the key"
+            )
+        if check_env and key_env not in os.environ:
+            raise ConfigError(path, f"{where}.api_key_env", f"environment variable {key_env} is not set")
+    params = _table(path, f"{where}.params", t.get("params", {}))
+    price = None
+    if "price" in t:
+        pt = _table(path, f"{where}.price", t["price"])
+        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS)
+        for k in _PRICE_KEYS:
+            if k not in pt:
+                raise ConfigError(path, f"{where}.price.{k}", "missing (dollars per million tokens)")
+        price = Price(
+            input_per_mtok=_nonneg_float(path, f"{where}.price.input_per_mtok", pt["input_per_mtok"]),
+            output_per_mtok=_nonneg_float(path, f"{where}.price.output_per_mtok", pt["output_per_mtok"]),
+        )
+    if "max_tokens" in params:
+        _opt_pos_int(path, f"{where}.params.max_tokens", params["max_tokens"])
+    return EndpointSpec(
+        label=label,
+        model=model,
+        api_base=_str(path, f"{where}.api_base", t["api_base"]) if "api_base" in t else None,
+        api_key_env=key_env,
+        rpm=_opt_pos_int(path, f"{where}.rpm", t.get("rpm")),
+        tpm=_opt_pos_int(path, f"{where}.tpm", t.get("tpm")),
+        max_concurrency=_opt_pos_int(path, f"{where}.max_concurrency", t.get("max_concurrency")),
+        max_usd=_opt_pos_float(path, f"{where}.max_usd", t.get("max_usd")),
+        params=dict(params),
+        price=price,
+        force_litellm=_bool(path, f"{where}.use_litellm", t.get("use_litellm", False)),
+        timeout_s=_opt_pos_float(path, f"{where}.timeout_s", t.get("timeout_s")) or 120.0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _closest(word: str, choices: Any) -> str:
+    match = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _no_unknown(path: Path, where: str, t: Mapping[str, Any], allowed: set[str] | frozenset[str]) -> None:
+    for k in t:
+        if k not in allowed:
+            key = f"{where}.{k}" if where else k
+            raise ConfigError(path, key, f"unknown key{_closest(k, sorted(allowed))}; allowed: {', '.join(sorted(allowed))}")
+
+
+def _table(path: Path, key: str, v: Any) -> Mapping[str, Any]:
+    if not isinstance(v, dict):
+        raise ConfigError(path, key, f"expected a table, got {type(v).__name__}")
+    return v
+
+
+def _array(path: Path, key: str, v: Any, *, required: bool) -> list[Any]:
+    if v is None:
+        if required:
+            raise ConfigError(path, key, f"missing; add at least one [[{key}]] table")
+        return []
+    if not isinstance(v, list) or not v:
+        raise ConfigError(path, key, f"expected one or more [[{key}]] tables")
+    return v
+
+
+def _str(path: Path, key: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ConfigError(path, key, f"expected a non-empty string, got {v!r}")
+    return v
+
+
+def _bool(path: Path, key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ConfigError(path, key, f"expected true or false, got {v!r}")
+    return v
+
+
+def _opt_pos_int(path: Path, key: str, v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ConfigError(path, key, f"expected a positive integer, got {v!r}")
+    return v
+
+
+def _nonneg_int(path: Path, key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ConfigError(path, key, f"expected a whole number >= 0, got {v!r}")
+    return v
+
+
+def _opt_pos_float(path: Path, key: str, v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+        raise ConfigError(path, key, f"expected a positive number, got {v!r}")
+    return float(v)
+
+
+def _nonneg_float(path: Path, key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise ConfigError(path, key, f"expected a number >= 0, got {v!r}")
+    return float(v)

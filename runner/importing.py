@@ -1,0 +1,96 @@
+"""`ifsweep import`: reference tools' output files -> a run directory that `report` reads.
+
+The stored answers and judge replies are replayed through the same pipeline a live run uses, by an
+endpoint that answers from the files instead of the network, so imported verdicts are scored by exactly
+the code that scores our own runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import orjson
+
+import benchmarks
+from benchmarks import ImportedResult, Message
+from providers.records import Completion, EndpointSpec
+from runner.config import BenchmarkConfig, ScoringMode
+from runner.errors import UsageError
+from runner.pipeline import BenchJob, Counters, Pipeline
+
+
+def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:
+    return orjson.dumps([{"role": m["role"], "content": m["content"]} for m in messages])
+
+
+@dataclass(slots=True)
+class ReplayEndpoint:
+    """Answers a request with the reply a reference tool stored for exactly that conversation."""
+
+    spec: EndpointSpec
+    replies: dict[bytes, str] = field(default_factory=dict)
+
+    def add(self, messages: Sequence[Message], reply: str) -> None:
+        self.replies[_canon([m.as_dict() for m in messages])] = reply
+
+    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
+        reply = self.replies.get(_canon(messages))
+        if reply is None:
+            return Completion(status="error", text=None, error_kind="other", error_message="no stored reply")
+        return Completion(status="ok" if reply else "empty", text=reply, path="fast")
+
+
+def import_reference(
+    name: str, files: list[Path], *, out: Path, scoring: ScoringMode, data: Path | None = None
+) -> str:
+    from runner.shards import RunStore
+
+    if name not in benchmarks.names():
+        raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(benchmarks.names())}")
+    bench = benchmarks.get(name)
+    reader = getattr(bench, "read_reference_outputs", None)
+    if reader is None:
+        raise UsageError(f"{name}: importing reference outputs is not supported")
+    for f in files:
+        if not f.exists():
+            raise UsageError(f"{f}: no such file")
+    results: list[ImportedResult] = list(reader(files, data, {}))
+    job = BenchJob(
+        cfg=BenchmarkConfig(name=name, data=data, limit=None, scoring=scoring, reask=0, options={}),
+        bench=bench,
+        template_version=bench.template_version(),
+    )
+    judge = ReplayEndpoint(EndpointSpec(label="imported-judge", model="imported/judge"))
+    models: dict[str, ReplayEndpoint] = {}
+    for r in results:
+        ep = models.setdefault(r.model, ReplayEndpoint(EndpointSpec(label=r.model, model=f"imported/{r.model}")))
+        ep.add(r.instance.messages, r.response)
+        for task in bench.plan(r.instance, r.response, scoring).judge_tasks:
+            earlier: tuple[str, ...] = ()
+            for t in range(len(task.turns)):
+                reply = r.replies.get((task.task_idx, t))
+                if reply is None:
+                    break
+                judge.add(task.messages_for_turn(t, earlier), reply)
+                earlier = (*earlier, reply)
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore.open(out, writer_id="import")
+    counters = {(m, name): Counters() for m in models}
+    pipeline = Pipeline(store=store, judge=judge, retry_errors=True, counters=counters)
+
+    async def replay() -> None:
+        for r in results:
+            counters[(r.model, name)].planned += 1
+            await pipeline.evaluate(models[r.model], job, r.instance)
+
+    try:
+        anyio.run(replay)
+        store.flush()
+    finally:
+        store.close()
+    done = sum(c.done for c in counters.values())
+    errors = sum(c.errors for c in counters.values())
+    return f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored, {errors} errors"

@@ -1,0 +1,272 @@
+"""RUN_DIR/manifest.json: what a run's results mean, and whether a new config may resume into it.
+
+Keys already make resume exact (a changed prompt is a new key), but a run directory mixing two
+templates, two judges or two data versions would report numbers nobody can interpret. The manifest
+records those choices; `compare` refuses a resume that would change them, and allows what only adds
+work or capacity (new models or benchmarks, a higher budget, other concurrency and rate limits).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA",
+    "BenchmarkEntry",
+    "Compatibility",
+    "Manifest",
+    "ManifestError",
+    "ModelEntry",
+    "compare",
+    "read_manifest",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_SCHEMA = 1
+
+
+class ManifestError(ValueError):
+    """A manifest file that cannot be read; the message names the file and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkEntry:
+    data_hash: str
+    template_version: str
+    scoring: str
+    # Anything else that changes what a verdict means (reask count, language, split, ...).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    model: str  # the provider model string
+    params: Mapping[str, Any] = field(default_factory=dict)  # decoding params that shape the answers
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    ifsweep_version: str
+    config_hash: str
+    benchmarks: Mapping[str, BenchmarkEntry]
+    models: Mapping[str, ModelEntry]  # by config id (label)
+    judge: ModelEntry | None
+    budget_usd: float | None = None
+    limits: Mapping[str, float] = field(default_factory=dict)  # concurrency, rpm, ... (free to change)
+    schema: int = MANIFEST_SCHEMA
+
+    @property
+    def scoring_modes(self) -> tuple[str, ...]:
+        return tuple(sorted({b.scoring for b in self.benchmarks.values()}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "ifsweep_version": self.ifsweep_version,
+            "config_hash": self.config_hash,
+            "benchmarks": {
+                name: {
+                    "data_hash": b.data_hash,
+                    "template_version": b.template_version,
+                    "scoring": b.scoring,
+                    "settings": dict(b.settings),
+                }
+                for name, b in sorted(self.benchmarks.items())
+            },
+            "models": {mid: _model_dict(m) for mid, m in sorted(self.models.items())},
+            "judge": None if self.judge is None else _model_dict(self.judge),
+            "scoring_modes": list(self.scoring_modes),
+            "budget_usd": self.budget_usd,
+            "limits": dict(sorted(self.limits.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, source: str = "manifest") -> Manifest:
+        r = _Reader(source)
+        top = r.table(d, "")
+        schema = r.get(top, "", "schema", int)
+        if schema != MANIFEST_SCHEMA:
+            raise ManifestError(
+                f"{source}: field 'schema': this ifsweep reads version {MANIFEST_SCHEMA}, got {schema}"
+            )
+        benches = {}
+        for name, raw in r.table(top.get("benchmarks"), "benchmarks").items():
+            b = r.table(raw, f"benchmarks.{name}")
+            where = f"benchmarks.{name}"
+            benches[name] = BenchmarkEntry(
+                data_hash=r.get(b, where, "data_hash", str),
+                template_version=r.get(b, where, "template_version", str),
+                scoring=r.get(b, where, "scoring", str),
+                settings=r.table(b.get("settings", {}), f"{where}.settings"),
+            )
+        models = {
+            mid: r.model(raw, f"models.{mid}") for mid, raw in r.table(top.get("models"), "models").items()
+        }
+        judge_raw = top.get("judge")
+        budget = top.get("budget_usd")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
+            raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
+        limits = r.table(top.get("limits", {}), "limits")
+        return cls(
+            ifsweep_version=r.get(top, "", "ifsweep_version", str),
+            config_hash=r.get(top, "", "config_hash", str),
+            benchmarks=benches,
+            models=models,
+            judge=None if judge_raw is None else r.model(judge_raw, "judge"),
+            budget_usd=None if budget is None else float(budget),
+            limits=limits,
+            schema=schema,
+        )
+
+
+def _model_dict(m: ModelEntry) -> dict[str, Any]:
+    return {"model": m.model, "params": dict(m.params)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    source: str
+
+    def table(self, v: object, where: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise ManifestError(f"{self.source}: field '{where or '(top)'}': expected an object, got {v!r}")
+        return v
+
+    def get(self, d: Mapping[str, Any], where: str, name: str, typ: type) -> Any:
+        v = d.get(name)
+        if not isinstance(v, typ) or isinstance(v, bool) != (typ is bool):
+            path = f"{where}.{name}" if where else name
+            raise ManifestError(f"{self.source}: field '{path}': expected {typ.__name__}, got {v!r}")
+        return v
+
+    def model(self, raw: object, where: str) -> ModelEntry:
+        m = self.table(raw, where)
+        return ModelEntry(
+            model=self.get(m, where, "model", str), params=self.table(m.get("params", {}), where)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Compatibility:
+    ok: bool
+    problems: list[str]
+
+    def message(self) -> str:
+        if self.ok:
+            return "compatible"
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        return (
+            "this config cannot resume into the existing run:\n"
+            f"{lines}\n"
+            "Results under different settings cannot be mixed in one run. Start a new run instead (set a new "
+            "run.output_dir), or restore the old settings to resume this one."
+        )
+
+
+def compare(old: Manifest, new: Manifest) -> Compatibility:
+    """May a run recorded as `old` be resumed with `new`? Lists every incompatible change."""
+    problems: list[str] = []
+    for name, ob in sorted(old.benchmarks.items()):
+        nb = new.benchmarks.get(name)
+        if nb is None:
+            continue  # a benchmark left out is just not run this time
+        if nb.template_version != ob.template_version:
+            problems.append(
+                f"benchmark '{name}': template version changed from {ob.template_version!r} "
+                f"to {nb.template_version!r}"
+            )
+        if nb.data_hash != ob.data_hash:
+            problems.append(
+                f"benchmark '{name}': data changed (hash {ob.data_hash[:12]} -> {nb.data_hash[:12]})"
+            )
+        if nb.scoring != ob.scoring:
+            problems.append(f"benchmark '{name}': scoring changed from {ob.scoring!r} to {nb.scoring!r}")
+        if _canon(nb.settings) != _canon(ob.settings):
+            problems.append(f"benchmark '{name}': settings changed: {_diff(ob.settings, nb.settings)}")
+    for mid, om in sorted(old.models.items()):
+        nm = new.models.get(mid)
+        if nm is None:
+            continue
+        if nm.model != om.model:
+            problems.append(f"model '{mid}': provider model changed from {om.model!r} to {nm.model!r}")
+        if _canon(nm.params) != _canon(om.params):
+            problems.append(f"model '{mid}': params changed: {_diff(om.params, nm.params)}")
+    if (old.judge is None) != (new.judge is None):
+        problems.append(f"judge changed from {_judge_name(old.judge)} to {_judge_name(new.judge)}")
+    elif old.judge is not None and new.judge is not None:
+        if old.judge.model != new.judge.model:
+            problems.append(f"judge changed from {old.judge.model!r} to {new.judge.model!r}")
+        if _canon(old.judge.params) != _canon(new.judge.params):
+            problems.append(f"judge params changed: {_diff(old.judge.params, new.judge.params)}")
+    if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
+        # A budget only grows: a lower cap might already be spent, and no cap would lift the guard.
+        problems.append(
+            f"budget lowered or removed ({old.budget_usd} -> {new.budget_usd}); a run's budget can only grow"
+        )
+    return Compatibility(ok=not problems, problems=problems)
+
+
+def _canon(v: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(dict(v), option=orjson.OPT_SORT_KEYS)
+
+
+def _diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        if k not in new:
+            parts.append(f"{k} removed (was {old[k]!r})")
+        elif k not in old:
+            parts.append(f"{k} added ({new[k]!r})")
+        elif _canon({"v": old[k]}) != _canon({"v": new[k]}):
+            parts.append(f"{k} {old[k]!r} -> {new[k]!r}")
+    return ", ".join(parts)
+
+
+def _judge_name(j: ModelEntry | None) -> str:
+    return "no judge" if j is None else repr(j.model)
+
+
+def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
+    """Replace RUN_DIR/manifest.json atomically: a crash leaves the old file or the new, never a mix."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / MANIFEST_NAME
+    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
+    data = orjson.dumps(manifest.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(run_dir, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return path
+
+
+def read_manifest(run_dir: Path) -> Manifest | None:
+    """The run's manifest, or None when the directory has none yet."""
+    path = Path(run_dir) / MANIFEST_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise ManifestError(f"{path}: not valid JSON: {e}") from None
+    return Manifest.from_dict(raw, str(path))

@@ -1,0 +1,288 @@
+"""One (model, instance) through the stages: generate -> rule checks and judge turns -> verdict record.
+
+Every call goes through the content-addressed store first: a key already there (and not an error to
+retry) is never sent again, which is all that resume needs. Multi-turn judging resumes turn by turn,
+because each turn's key covers the whole conversation before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from providers.records import Completion, EndpointSpec
+from runner.config import BenchmarkConfig
+from runner.shards import RunStore, record_key
+
+Outcome = Literal["done", "cached", "error", "skipped"]
+
+
+class SupportsComplete(Protocol):
+    spec: EndpointSpec
+
+    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BenchJob:
+    cfg: BenchmarkConfig
+    bench: Benchmark
+    template_version: str
+
+
+@dataclass(slots=True)
+class Counters:
+    """What the progress view and summary.json read. Mutated only from the event loop thread."""
+
+    planned: int = 0
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+    calls: int = 0
+    judge_calls: int = 0
+    unparsed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass(slots=True)
+class Pipeline:
+    store: RunStore
+    judge: SupportsComplete | None
+    retry_errors: bool
+    counters: dict[tuple[str, str], Counters]  # (model label, benchmark)
+
+    # ------------------------------------------------------------------------------------------ keys
+
+    @staticmethod
+    def generation_key(spec: EndpointSpec, inst: Instance) -> str:
+        return record_key({"t": "gen", "model": spec.model, "params": dict(spec.params), "messages": _msgs(inst.messages)})
+
+    def verdict_key(self, gen_key: str, spec: EndpointSpec, job: BenchJob) -> str:
+        judge = self.judge.spec if self.judge is not None else None
+        return record_key(
+            {
+                "t": "verdict",
+                "gen": gen_key,
+                "label": spec.label,
+                "judge": None if judge is None else {"model": judge.model, "params": dict(judge.params)},
+                "scoring": job.cfg.scoring,
+                "reask": job.cfg.reask,
+                "template": job.template_version,
+            }
+        )
+
+    def _judge_key(self, messages: Sequence[Message], ask: int) -> str:
+        assert self.judge is not None
+        spec = self.judge.spec
+        return record_key(
+            {"t": "judge", "model": spec.model, "params": dict(spec.params), "messages": _msgs(messages), "ask": ask}
+        )
+
+    def _cached(self, key: str) -> dict[str, Any] | None:
+        rec = self.store.get(key)
+        if rec is None:
+            return None
+        if rec.get("status") == "error" and self.retry_errors:
+            return None
+        return rec
+
+    # ------------------------------------------------------------------------------------------ stages
+
+    async def evaluate(self, endpoint: SupportsComplete, job: BenchJob, inst: Instance) -> Outcome:
+        spec = endpoint.spec
+        c = self.counters[(spec.label, job.cfg.name)]
+        gen_key = self.generation_key(spec, inst)
+        v_key = self.verdict_key(gen_key, spec, job)
+        if self._cached(v_key) is not None:
+            c.cached += 1
+            c.done += 1
+            return "cached"
+        gen = self._cached(gen_key)
+        if gen is None:
+            completion = await endpoint.complete(_msgs(inst.messages))
+            gen = completion_record("generation", gen_key, completion) | {
+                "model": spec.label,
+                "benchmark": job.cfg.name,
+                "instance_id": inst.instance_id,
+            }
+            self.store.append(gen)
+            c.calls += 1
+            c.input_tokens += completion.input_tokens
+            c.output_tokens += completion.output_tokens
+        if gen["status"] == "error":
+            rows = [_row(con.idx, inst, None, "judge", "error") for con in inst.constraints]
+            self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error")
+            c.errors += 1
+            return "error"
+        text = gen.get("text") or ""
+        plan = job.bench.plan(inst, text, job.cfg.scoring)
+        values: dict[int, tuple[bool | None, str, str]] = {
+            idx: (v, "rule", "ok" if v is not None else "unparsed") for idx, v in plan.rule_values.items()
+        }
+        if plan.judge_tasks:
+            if self.judge is None:
+                raise RuntimeError(f"{job.cfg.name} needs a [judge] for {inst.instance_id}")
+            results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in plan.judge_tasks]
+
+            async def run_task(i: int, task: JudgeTask) -> None:
+                results[i] = await self._judge_task(job, spec, inst, task, c)
+
+            async with anyio.create_task_group() as tg:
+                for i, task in enumerate(plan.judge_tasks):
+                    tg.start_soon(run_task, i, task)
+            for r in results:
+                values.update(r)
+        rows = []
+        status = "ok"
+        for con in inst.constraints:
+            v, source, st = values.get(con.idx, (None, "judge", "unparsed"))
+            if st == "skipped":
+                continue
+            rows.append(_row(con.idx, inst, v, source, st))
+            if st == "error":
+                status = "error"
+        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status)
+        if status == "error":
+            c.errors += 1
+            return "error"
+        c.done += 1
+        return "done"
+
+    async def _judge_task(
+        self, job: BenchJob, spec: EndpointSpec, inst: Instance, task: JudgeTask, c: Counters
+    ) -> dict[int, tuple[bool | None, str, str]]:
+        assert self.judge is not None
+        out: dict[int, tuple[bool | None, str, str]] = {}
+        replies: list[str] = []
+        for turn_idx, turn in enumerate(task.turns):
+            messages = task.messages_for_turn(turn_idx, tuple(replies))
+            outcome: TurnOutcome | None = None
+            reply = ""
+            for ask in range(job.cfg.reask + 1):
+                key = self._judge_key(messages, ask)
+                rec = self._cached(key)
+                fresh = rec is None
+                if rec is None:
+                    completion = await self.judge.complete(_msgs(messages))
+                    rec = completion_record("judgment", key, completion) | {
+                        "judge": self.judge.spec.label,
+                        "model": spec.label,
+                        "benchmark": job.cfg.name,
+                        "instance_id": inst.instance_id,
+                        "task_idx": task.task_idx,
+                        "turn_idx": turn_idx,
+                        "ask": ask,
+                        "parse": None,
+                    }
+                    c.judge_calls += 1
+                if rec["status"] == "error":
+                    if fresh:
+                        self.store.append(rec)
+                    return _fill(out, task, "error")
+                reply = rec.get("text") or ""
+                outcome = job.bench.parse(inst, task, turn_idx, reply, job.cfg.scoring)
+                if fresh:
+                    rec["parse"] = "ok" if outcome.parsed else "unparsed"
+                    self.store.append(rec)
+                if outcome.parsed:
+                    break
+                c.unparsed += 1
+            assert outcome is not None
+            idxs = turn.constraint_idxs
+            if outcome.values is None:
+                for idx in idxs:
+                    out[idx] = (None, "judge", "unparsed")
+            else:
+                for idx, v in zip(idxs, outcome.values, strict=True):
+                    out[idx] = (v, "judge", "ok" if v is not None else "unparsed")
+            replies.append(reply)
+            if outcome.stop:
+                # The reference protocol never asks the rest: they get no row at all, as there.
+                return _fill(out, task, "skipped")
+        return _fill(out, task, "unparsed")
+
+    def _write_verdict(
+        self,
+        key: str,
+        gen_key: str,
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        rows: list[dict[str, Any]],
+        status: str,
+    ) -> None:
+        self.store.append(
+            {
+                "v": 1,
+                "kind": "verdict",
+                "key": key,
+                "status": status,
+                "model": spec.label,
+                "judge": self.judge.spec.label if self.judge is not None else None,
+                "benchmark": job.cfg.name,
+                "instance_id": inst.instance_id,
+                "group_id": inst.group_id,
+                "level": inst.level,
+                "category": inst.category,
+                "split": inst.split,
+                "gen_key": gen_key,
+                "scoring": job.cfg.scoring,
+                "rows": rows,
+                "ts": time.time(),
+            }
+        )
+
+
+def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
+    return {
+        "v": 1,
+        "kind": kind,
+        "key": key,
+        "status": c.status,
+        "text": c.text,
+        "finish_reason": c.finish_reason,
+        "input_tokens": c.input_tokens,
+        "output_tokens": c.output_tokens,
+        "cost_usd": c.cost_usd,
+        "latency_s": c.latency_s,
+        "attempts": c.attempts,
+        "rate_limited": c.rate_limited,
+        "error_kind": c.error_kind,
+        "error_message": c.error_message,
+        "path": c.path,
+        "ts": time.time(),
+    }
+
+
+def _fill(
+    out: dict[int, tuple[bool | None, str, str]], task: JudgeTask, status: str
+) -> dict[int, tuple[bool | None, str, str]]:
+    """Constraints of turns never reached (an error, or an early stop) get `status`."""
+    for turn in task.turns:
+        for idx in turn.constraint_idxs:
+            out.setdefault(idx, (None, "judge", status))
+    return out
+
+
+def _row(idx: int, inst: Instance, v: bool | None, source: str, status: str) -> dict[str, Any]:
+    con = inst.constraints[idx]
+    return {
+        "constraint_idx": idx,
+        "instruction_idx": con.instruction_idx,
+        "constraint_type": con.type,
+        "priority": con.priority,
+        "satisfied": v if status == "ok" else None,
+        "source": source,
+        "status": status,
+    }
+
+
+def _msgs(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [m.as_dict() for m in messages]

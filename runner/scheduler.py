@@ -1,0 +1,115 @@
+"""The sweep: every (model, instance) pair streamed through bounded workers, under limits and budgets.
+
+Each model gets its own workers pulling from its own lazy stream of instances, so a slow or throttled
+model only ever holds its own workers; the provider pool bounds calls in flight globally and per
+endpoint. Memory therefore grows with concurrency, not with the number of instances or models.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+
+from benchmarks import Instance
+from providers.records import BudgetExhausted, EndpointSpec
+from runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
+from runner.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
+
+SweepStatus = Literal["complete", "budget_exhausted", "interrupted", "failed"]
+EXIT_CODES: dict[SweepStatus, int] = {"complete": 0, "failed": 1, "budget_exhausted": 3, "interrupted": 130}
+
+
+@dataclass(slots=True)
+class StopControl:
+    """Shared between the signal handler, the budget and the workers: once set, no new pair starts."""
+
+    event: anyio.Event
+    reason: SweepStatus | None = None
+
+    def stop(self, reason: SweepStatus) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.event.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self.event.is_set()
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """The instances of every benchmark, loaded once and shared by every model."""
+
+    jobs: tuple[tuple[BenchJob, tuple[Instance, ...]], ...]
+
+
+def pairs_for(
+    work: Work, spec: EndpointSpec, keep: Callable[[str], bool]
+) -> Iterator[tuple[BenchJob, Instance]]:
+    """One model's pairs in a deterministic order; `keep` selects this process's partition by key."""
+    for job, instances in work.jobs:
+        for inst in instances:
+            if keep(Pipeline.generation_key(spec, inst)):
+                yield job, inst
+
+
+async def run_models(
+    cfg: SweepConfig,
+    work: Work,
+    pipeline: Pipeline,
+    endpoints: Sequence[SupportsComplete],
+    stop: StopControl,
+    keep: Callable[[str], bool],
+) -> None:
+    """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish)."""
+
+    async def worker(endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]]) -> None:
+        # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
+        while not stop.stopped:
+            item = next(source, None)
+            if item is None:
+                return
+            job, inst = item
+            try:
+                await pipeline.evaluate(endpoint, job, inst)
+            except BudgetExhausted:
+                stop.stop("budget_exhausted")
+                return
+
+    async with anyio.create_task_group() as tg:
+        for endpoint in endpoints:
+            spec = endpoint.spec
+            n = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+            source = pairs_for(work, spec, keep)
+            for _ in range(n):
+                tg.start_soon(worker, endpoint, source)
+
+
+def count_planned(
+    work: Work, specs: Sequence[EndpointSpec], keep: Callable[[str], bool]
+) -> dict[tuple[str, str], Counters]:
+    counters: dict[tuple[str, str], Counters] = {}
+    for spec in specs:
+        for job, _ in work.jobs:
+            counters[(spec.label, job.cfg.name)] = Counters()
+        for job, _inst in pairs_for(work, spec, keep):
+            counters[(spec.label, job.cfg.name)].planned += 1
+    return counters
+
+
+def eta_s(c: Counters, now: float | None = None) -> float | None:
+    """Seconds left at the pace since start, counting only pairs this run actually did."""
+    now = time.monotonic() if now is None else now
+    fresh = c.done - c.cached + c.errors
+    left = c.planned - c.done - c.errors
+    if left <= 0:
+        return 0.0
+    if fresh <= 0:
+        return None
+    rate = fresh / max(now - c.started, 1e-9)
+    return left / rate if rate > 0 else math.inf

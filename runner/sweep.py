@@ -1,0 +1,263 @@
+"""One `ifsweep run`: load, check, open the run directory, run the models, write the summary.
+
+Everything that can be wrong with the config or the data is found before the run directory is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+
+import benchmarks
+from benchmarks import Instance
+from providers.records import EndpointSpec
+from runner.config import ConfigError, SweepConfig
+from runner.pipeline import BenchJob, Counters, Pipeline
+from runner.progress import ProgressState, run_progress
+from runner.scheduler import EXIT_CODES, StopControl, SweepStatus, Work, count_planned, run_models
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    status: SweepStatus
+    planned: int
+    done: int
+    errors: int
+    spent_usd: float
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+def load_work(cfg: SweepConfig) -> Work:
+    """Every benchmark's instances, validated. Raises ConfigError or DataError; writes nothing."""
+    jobs = []
+    for i, bc in enumerate(cfg.benchmarks):
+        bench = benchmarks.get(bc.name)
+        data_dir = bc.data if bc.data is not None else _download(bc.name, bench.release)
+        instances: list[Instance] = []
+        for inst in bench.load(data_dir, bc.options):
+            if bc.limit is not None and len(instances) >= bc.limit:
+                break
+            instances.append(inst)
+        if not instances:
+            raise ConfigError(cfg.path, f"benchmarks[{i}]", f"no {bc.name} instances selected from {data_dir}")
+        jobs.append((BenchJob(cfg=bc, bench=bench, template_version=bench.template_version()), tuple(instances)))
+    return Work(jobs=tuple(jobs))
+
+
+def _download(name: str, release: benchmarks.Release) -> Path:
+    from runner.datasets import ensure_release
+
+    return ensure_release(name, release)
+
+
+def needs_judge(work: Work) -> bool:
+    """Whether any loaded instance is judge-scored; an empty answer shows the plan's shape."""
+    for job, instances in work.jobs:
+        for inst in instances:
+            if job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+                return True
+    return False
+
+
+def check_ready(cfg: SweepConfig, work: Work) -> None:
+    if cfg.judge is None and needs_judge(work):
+        raise ConfigError(cfg.path, "judge", "missing: the selected benchmarks need a judge model ([judge] table)")
+    from providers.pricing import check_prices
+
+    specs: list[EndpointSpec] = list(cfg.models) + ([cfg.judge] if cfg.judge is not None else [])
+    if cfg.run.max_usd is not None:
+        specs = [s if s.max_usd is not None else _with_cap(s, cfg.run.max_usd) for s in specs]
+    check_prices(specs)
+
+
+def _with_cap(spec: EndpointSpec, cap: float) -> EndpointSpec:
+    from dataclasses import replace
+
+    return replace(spec, max_usd=cap)
+
+
+async def run_sweep(
+    cfg: SweepConfig,
+    work: Work,
+    *,
+    partition: tuple[int, int] | None = None,
+    progress: str | None = None,
+    retry_errors: bool | None = None,
+) -> SweepResult:
+    from providers.budget import Budget
+    from providers.pool import ProviderPool
+    from runner.manifest import prepare_run_dir
+    from runner.partition import in_partition
+    from runner.shards import RunStore
+
+    run_dir = cfg.run.output_dir
+    prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
+    writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
+    retry = cfg.run.retry_errors if retry_errors is None else retry_errors
+    store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    try:
+        spent_total, spent_by = _already_spent(store)
+        budget = Budget(cfg.run.max_usd, spent_usd=spent_total)
+        for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
+            budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+
+        def keep(key: str) -> bool:
+            return partition is None or in_partition(key, partition[0], partition[1])
+
+        counters = count_planned(work, cfg.models, keep)
+        state = ProgressState(
+            counters=counters,
+            spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
+            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in cfg.models}},
+        )
+        stop = StopControl(anyio.Event())
+        status: SweepStatus = "complete"
+        message = ""
+        started = time.time()
+
+        def on_event(ev: Any) -> None:
+            if ev.kind in ("backoff", "rate_limited"):
+                state.on_backoff(ev.endpoint, ev.message, ev.wait_s)
+
+        async with ProviderPool(budget=budget, on_event=on_event, global_concurrency=cfg.run.concurrency) as pool:
+            judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
+            endpoints = [pool.endpoint(s) for s in cfg.models]
+            pipeline = Pipeline(store=store, judge=judge, retry_errors=retry, counters=counters)
+            try:
+                async with anyio.create_task_group() as outer:
+                    outer.start_soon(store.flusher)
+                    outer.start_soon(run_progress, state, progress or cfg.run.progress)
+                    outer.start_soon(_watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store)
+                    outer.start_soon(_write_summary_every, run_dir, counters, budget, started)
+                    try:
+                        await run_models(cfg, work, pipeline, endpoints, stop, keep)
+                    finally:
+                        outer.cancel_scope.cancel()
+            except Exception as e:  # a bug or an I/O failure: the run stays resumable
+                status, message = "failed", _describe(e)
+        if stop.reason is not None:
+            status = stop.reason
+        elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
+            status, message = "failed", "some pairs did not finish"
+        result = _result(status, counters, budget.spent_usd, message)
+        store.flush()
+        write_summary(run_dir, result.status, result, counters, budget, started)
+        return result
+    finally:
+        store.close()
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_describe(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
+def _already_spent(store: Any) -> tuple[float, dict[str, float]]:
+    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent."""
+    total = 0.0
+    by: dict[str, float] = {}
+    # Every stored call was paid for, superseded error records included.
+    for rec in store.iter_records({"generation", "judgment"}):
+        cost = float(rec.get("cost_usd") or 0.0)
+        total += cost
+        label = rec.get("judge") if rec["kind"] == "judgment" else rec.get("model")
+        if label is not None:
+            by[label] = by.get(label, 0.0) + cost
+    return total, by
+
+
+async def _watch_signals(stop: StopControl, deadline_s: float, scope: anyio.CancelScope, store: Any) -> None:
+    """First Ctrl-C: no new pair starts, in-flight calls get `deadline_s`. Second: flush and leave now."""
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if stop.stopped and stop.reason == "interrupted":
+                store.flush()
+                print("\n[ifsweep] second interrupt: exiting now; the run is resumable", file=sys.stderr, flush=True)
+                os._exit(130)
+            stop.stop("interrupted")
+            print(
+                f"\n[ifsweep] interrupted: finishing calls in flight (up to {deadline_s:.0f} s); "
+                "Ctrl-C again to exit now",
+                file=sys.stderr,
+                flush=True,
+            )
+            _cancel_later(scope, deadline_s)
+
+
+def _cancel_later(scope: anyio.CancelScope, deadline_s: float) -> None:
+    scope.deadline = min(scope.deadline, anyio.current_time() + deadline_s)
+
+
+def _result(status: SweepStatus, counters: dict[tuple[str, str], Counters], spent: float, message: str) -> SweepResult:
+    return SweepResult(
+        status=status,
+        planned=sum(c.planned for c in counters.values()),
+        done=sum(c.done for c in counters.values()),
+        errors=sum(c.errors for c in counters.values()),
+        spent_usd=spent,
+        message=message,
+    )
+
+
+async def _write_summary_every(run_dir: Path, counters: dict[tuple[str, str], Counters], budget: Any, started: float) -> None:
+    while True:
+        await anyio.sleep(2.0)
+        write_summary(run_dir, "running", _result("complete", counters, budget.spent_usd, ""), counters, budget, started)
+
+
+def write_summary(
+    run_dir: Path,
+    status: str,
+    result: SweepResult,
+    counters: dict[tuple[str, str], Counters],
+    budget: Any,
+    started: float,
+) -> None:
+    """RUN_DIR/summary.json, replaced atomically so a reader never sees half of it. `status` is the
+    sweep's status, or "running" while it goes on."""
+    body = {
+        "status": status,
+        "message": result.message,
+        "planned": result.planned,
+        "done": result.done,
+        "errors": result.errors,
+        "spent_usd": result.spent_usd,
+        "started_at": started,
+        "updated_at": time.time(),
+        "by_model": [
+            {
+                "model": model,
+                "benchmark": bench,
+                "planned": c.planned,
+                "done": c.done,
+                "errors": c.errors,
+                "calls": c.calls + c.judge_calls,
+                "spent_usd": budget.spent_by(model),
+            }
+            for (model, bench), c in sorted(counters.items())
+        ],
+    }
+    atomic_write(run_dir / "summary.json", orjson.dumps(body, option=orjson.OPT_INDENT_2))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+

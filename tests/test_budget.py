@@ -1,0 +1,54 @@
+"""Budget: reservations against the sweep cap and per-label caps."""
+
+from __future__ import annotations
+
+import pytest
+
+from providers.budget import Budget
+from providers.records import BudgetExhausted
+
+
+def test_reserve_settle_and_refuse() -> None:
+    budget = Budget(1.0)
+    first = budget.reserve(["a"], 0.6)
+    assert budget.reserved_usd == pytest.approx(0.6)
+    with pytest.raises(BudgetExhausted) as info:
+        budget.reserve(["a"], 0.5)
+    assert info.value.scope == "sweep" and info.value.cap_usd == 1.0
+    assert budget.exhausted
+    budget.settle(first, 0.1)  # the call cost less than its worst case
+    assert budget.spent_usd == pytest.approx(0.1)
+    assert budget.spent_by("a") == pytest.approx(0.1)
+    assert budget.reserved_usd == 0.0
+    second = budget.reserve(["a"], 0.5)  # now fits
+    budget.settle(second, 0.5)
+    assert budget.spent_usd == pytest.approx(0.6)
+
+
+def test_label_cap_and_resume() -> None:
+    budget = Budget(None)
+    budget.add_scope("m1", 0.10, spent_usd=0.08)
+    assert budget.has_cap("m1") and not budget.has_cap("m2")
+    with pytest.raises(BudgetExhausted) as info:
+        budget.reserve(["m1"], 0.05)
+    assert info.value.scope == "m1"
+    assert budget.reserved_usd == 0.0  # a refused reservation holds nothing anywhere
+    res = budget.reserve(["m2"], 100.0)  # uncapped label, uncapped sweep
+    budget.settle(res, 3.0)
+    assert budget.spent_by("m2") == 3.0 and budget.spent_usd == 3.0
+
+
+def test_exact_fit_is_allowed() -> None:
+    budget = Budget(0.3)
+    for _ in range(3):
+        budget.settle(budget.reserve([], 0.1), 0.1)
+    assert budget.spent_usd == pytest.approx(0.3)
+    with pytest.raises(BudgetExhausted):
+        budget.reserve([], 1e-6)
+
+
+def test_bad_caps() -> None:
+    with pytest.raises(ValueError, match="sweep"):
+        Budget(-1.0)
+    with pytest.raises(ValueError, match="m1"):
+        Budget(1.0).add_scope("m1", 1.0, spent_usd=-2)

@@ -1,0 +1,164 @@
+"""Real processes: kill -9 at random moments, and a full disk (RLIMIT_FSIZE), against runner/shards.py."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from runner.shards import RunStore, record_key, scan_shards, shard_files
+
+SHARDS_PY = Path(__file__).resolve().parents[1] / "runner" / "shards.py"
+
+# The child loads runner/shards.py by path, so the test does not depend on what runner/__init__ imports
+# and a child starts in about 0.1 s.
+PRELUDE = textwrap.dedent(
+    f"""
+    import importlib.util, sys
+    spec = importlib.util.spec_from_file_location("shards_under_test", {str(SHARDS_PY)!r})
+    shards = importlib.util.module_from_spec(spec)
+    sys.modules["shards_under_test"] = shards
+    spec.loader.exec_module(shards)
+    """
+)
+
+WRITER = PRELUDE + textwrap.dedent(
+    """
+    run_dir, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    store = shards.RunStore.open(run_dir, flush_records=10**9, rotate_bytes=64 << 10)
+    pending = 0
+    for i in range(n):
+        key = shards.record_key({"i": i})
+        if store.done(key):
+            continue
+        store.append({"v": 1, "kind": "generation", "key": key, "status": "ok", "i": i, "text": "x" * (i % 300)})
+        pending += 1
+        if pending == batch:
+            store.flush()
+            pending = 0
+            print("committed", i + 1, flush=True)
+    store.close()
+    print("committed", n, flush=True)
+    """
+)
+
+
+def expected(i: int) -> dict[str, object]:
+    return {"v": 1, "kind": "generation", "key": record_key({"i": i}), "status": "ok", "i": i, "text": "x" * (i % 300)}
+
+
+def committed(stdout: bytes) -> int:
+    counts = [int(line.split()[1]) for line in stdout.split(b"\n") if line.startswith(b"committed ")]
+    return max(counts, default=0)
+
+
+def test_kill_9_at_random_moments_loses_nothing_committed_and_writes_nothing_twice(tmp_path: Path) -> None:
+    rng = random.Random(20261122)
+    n = 50_000  # more than the trials can write, so every kill lands mid-run
+    seen_committed = 0
+    trials = 24
+    for trial in range(trials):
+        batch = rng.choice([1, 2, 3, 17, 64])
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), str(n), str(batch)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        time.sleep(rng.uniform(0.05, 0.35))
+        proc.send_signal(signal.SIGKILL)
+        out, err = proc.communicate()
+        assert proc.returncode in (-signal.SIGKILL, 0), err.decode()
+        # Everything the child reported committed (before this kill, or earlier) is there, intact.
+        seen_committed = max(seen_committed, committed(out))
+        with RunStore.open(tmp_path, rotate_bytes=64 << 10) as s:
+            for i in range(seen_committed):
+                assert s.get(record_key({"i": i})) == expected(i), (trial, i)
+            assert all(d.reason.startswith(("torn tail", "truncated")) for d in s.damaged), s.damaged
+        # The reopen above cut any torn tail: the files now hold only whole, valid lines.
+        damaged: list[object] = []
+        keys = Counter(sl.key for sl in scan_shards(tmp_path, damaged))
+        assert not damaged and max(keys.values(), default=1) == 1, trial
+    # Finish the run without a kill: every key exactly once.
+    done = subprocess.run(
+        [sys.executable, "-c", WRITER, str(tmp_path), str(n), "100"], capture_output=True, check=True, timeout=120
+    )
+    assert committed(done.stdout) == n
+    recs = [sl.record() for sl in scan_shards(tmp_path)]
+    assert sorted(r["i"] for r in recs) == list(range(n))  # type: ignore[type-var]
+    assert all(r == expected(r["i"]) for r in recs)  # type: ignore[arg-type]
+    assert len(shard_files(tmp_path)) > 1  # rotation happened along the way
+    assert 0 < seen_committed < n - 1000  # the kills did interrupt the writer
+
+
+FULL = PRELUDE + textwrap.dedent(
+    """
+    import resource, signal
+    run_dir, limit = sys.argv[1], int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    store = shards.RunStore.open(run_dir, flush_records=10)
+    n = 0
+    try:
+        while True:
+            store.append({"v": 1, "kind": "generation", "key": shards.record_key(n), "status": "ok", "n": n})
+            n += 1
+    except shards.DiskFullError as e:
+        print("full", n, e, flush=True)
+    try:
+        store.flush()  # still full: raises again, writes nothing
+    except shards.DiskFullError:
+        print("still full", flush=True)
+    try:
+        store.close()
+    except shards.DiskFullError:
+        print("close full", flush=True)
+    """
+)
+
+
+def test_full_disk_raises_disk_full_error_corrupts_nothing_and_appends_resume(tmp_path: Path) -> None:
+    limit = 20_000
+    proc = subprocess.run([sys.executable, "-c", FULL, str(tmp_path), str(limit)], capture_output=True, timeout=60)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert "full" in out and "disk full or file size limit" in out and "still ends whole" in out, out
+    assert "still full" in out and "close full" in out
+    path = shard_files(tmp_path)[0][2]
+    data = path.read_bytes()
+    assert 0 < len(data) <= limit and data.endswith(b"\n")
+    appended = int(out.split()[1])
+    with RunStore.open(tmp_path) as s:
+        assert not s.damaged
+        on_disk = s.index_size
+        # Whole batches of 10 made it; the failed batch (and what followed) did not, and nothing is torn.
+        assert on_disk % 10 == 0 and 0 < on_disk < appended
+        for n in range(on_disk):
+            assert s.get(record_key(n)) == {"v": 1, "kind": "generation", "key": record_key(n), "status": "ok", "n": n}
+        for n in range(on_disk, on_disk + 50):
+            assert not s.done(record_key(n))
+            s.append({"v": 1, "kind": "generation", "key": record_key(n), "status": "ok", "n": n})
+    with RunStore.open(tmp_path) as s:
+        assert not s.damaged and s.index_size == on_disk + 50
+
+
+@pytest.mark.parametrize("n", [1, 7])
+def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path, n: int) -> None:
+    hold = PRELUDE + "s = shards.RunStore.open(sys.argv[1]); print('ready', flush=True); sys.stdin.read()"
+    proc = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    from runner.shards import WriterBusyError
+
+    with pytest.raises(WriterBusyError):
+        RunStore.open(tmp_path)
+    proc.kill()
+    proc.communicate()
+    with RunStore.open(tmp_path) as s:
+        for i in range(n):
+            s.append(expected(i))
