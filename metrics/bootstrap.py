@@ -88,8 +88,11 @@ def build_structure(leaves: pl.DataFrame, parents: pl.DataFrame, units: pl.DataF
             all_keys.rename({"slice": "child", "k": "child_k"}), on=["benchmark", "model", "metric", "child"]
         )
         new = (
-            edges.select(STAT_KEY).unique().sort(list(STAT_KEY))
-            .with_row_index("p").with_columns((pl.col("p") + all_keys.height).alias("k"))
+            edges.select(STAT_KEY)
+            .unique()
+            .sort(list(STAT_KEY))
+            .with_row_index("p")
+            .with_columns((pl.col("p") + all_keys.height).alias("k"))
         )
         edges = edges.join(new, on=list(STAT_KEY))
         incidence = np.zeros((edges.height, new.height))
@@ -182,4 +185,4 @@ def bootstrap_intervals(
     if not out:
         return pl.DataFrame(schema=CI_SCHEMA)
     # NaN means "undefined in every resample": present it as missing, not as a number.
-    return pl.concat(out).with_columns(pl.col("ci_low", "ci_high").fill_nan(None)).cast(CI_SCHEMA)
+    return pl.concat(out).with_columns(pl.col("ci_low", "ci_high").fill_nan(None)).cast(pl.Schema(CI_SCHEMA))

@@ -64,8 +64,16 @@ class Components:
         )
 
 
-def leaves_frame(frame: pl.LazyFrame, *, metric: str, slice_: pl.Expr, unit_kind: str, unit: str,
-                 num: pl.Expr, den: pl.Expr | None = None) -> pl.LazyFrame:
+def leaves_frame(
+    frame: pl.LazyFrame,
+    *,
+    metric: str,
+    slice_: pl.Expr,
+    unit_kind: str,
+    unit: str,
+    num: pl.Expr,
+    den: pl.Expr | None = None,
+) -> pl.LazyFrame:
     """Shape per-unit values into leaf rows (rows whose slice is null are dropped: no such slice)."""
     return frame.select(
         pl.col("benchmark"),
@@ -86,8 +94,10 @@ def split_slice() -> pl.Expr:
 def point_estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
     """Evaluate leaves and then each parent layer in order. n is sum(den) for a leaf (instances, groups
     or rows) and the number of children for a parent."""
+    # Sorting inside each group fixes the order of float additions, so results are bit-for-bit the same
+    # however the parallel group-by split the rows.
     values = leaves.group_by(list(STAT_KEY)).agg(
-        (pl.col("num").sum() / pl.col("den").sum()).alias("value"),
+        (pl.col("num").sort().sum() / pl.col("den").sort().sum()).alias("value"),
         pl.col("den").sum().round().cast(pl.Int64).alias("n"),
     )
     key = ["benchmark", "model", "metric"]
@@ -100,7 +110,7 @@ def point_estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame
                 how="inner",
             )
             .group_by(list(STAT_KEY))
-            .agg(pl.col("value").mean(), pl.len().cast(pl.Int64).alias("n"))
+            .agg(pl.col("value").sort().mean(), pl.len().cast(pl.Int64).alias("n"))
         )
         values = pl.concat([values, derived.select(values.columns)])
-    return values.select(list(RESULT_SCHEMA)).cast(RESULT_SCHEMA).sort(list(STAT_KEY))
+    return values.select(list(RESULT_SCHEMA)).cast(pl.Schema(RESULT_SCHEMA)).sort(list(STAT_KEY))

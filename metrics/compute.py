@@ -25,8 +25,20 @@ COMPONENTS: dict[str, Callable[[pl.LazyFrame], Components]] = {
 
 # The columns metrics read; the rest (run, judge, source...) are never loaded from Parquet.
 _USED = [
-    "benchmark", "model", "instance_id", "group_id", "level", "category", "split", "instruction_idx",
-    "constraint_idx", "constraint_type", "priority", "satisfied", "source", "status",
+    "benchmark",
+    "model",
+    "instance_id",
+    "group_id",
+    "level",
+    "category",
+    "split",
+    "instruction_idx",
+    "constraint_idx",
+    "constraint_type",
+    "priority",
+    "satisfied",
+    "source",
+    "status",
 ]
 
 
@@ -66,6 +78,8 @@ def compute_metrics(
     leaves, parents = components_of(rows)
     out = point_estimates(leaves, parents)
     if ci:
-        intervals = bootstrap_intervals(leaves, parents, resamples=resamples, seed=seed, confidence=confidence)
+        intervals = bootstrap_intervals(
+            leaves, parents, resamples=resamples, seed=seed, confidence=confidence
+        )
         out = out.join(intervals, on=list(STAT_KEY), how="left").sort(list(STAT_KEY))
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import Components, PARENT_SCHEMA, leaves_frame, point_estimates
+from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates
 from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr
 
 
@@ -12,7 +12,11 @@ def coverage_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
     """Slice "all" per benchmark and model: instances kept / instances seen; n = instances seen."""
     inst = as_lazy(rows).group_by(INSTANCE_KEY).agg(kept_expr())
     leaves = leaves_frame(
-        inst, metric="coverage", slice_=pl.lit("all"), unit_kind="instance", unit="instance_id",
+        inst,
+        metric="coverage",
+        slice_=pl.lit("all"),
+        unit_kind="instance",
+        unit="instance_id",
         num=pl.col("kept"),
     )
     return Components(leaves, pl.LazyFrame(schema=PARENT_SCHEMA))

@@ -46,8 +46,9 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
         .agg(
             (pl.col("kept").all() & (pl.col("level").n_unique() == len(CSL_LEVELS))).alias("complete"),
             # The first failing level l means levels 1..l-1 passed; no failure means all five did.
-            (pl.when(pl.col("hsr") < 1.0).then(pl.col("level")).min().fill_null(len(CSL_LEVELS) + 1) - 1)
-            .alias("csl"),
+            (
+                pl.when(pl.col("hsr") < 1.0).then(pl.col("level")).min().fill_null(len(CSL_LEVELS) + 1) - 1
+            ).alias("csl"),
         )
         .filter(pl.col("complete"))
         # Group ids are only promised unique within a category.
@@ -55,8 +56,12 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
     )
     leaves.append(
         leaves_frame(
-            groups, metric="CSL", slice_=pl.format("category={}", pl.col("category")), unit_kind="group",
-            unit="group_unit", num=pl.col("csl"),
+            groups,
+            metric="CSL",
+            slice_=pl.format("category={}", pl.col("category")),
+            unit_kind="group",
+            unit="group_unit",
+            num=pl.col("csl"),
         )
     )
     cells = kept.select("benchmark", "model", "category", "level").unique()
@@ -65,21 +70,34 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
     for metric in ("HSR", "SSR"):
         parents.append(
             cells.select(
-                "benchmark", "model", pl.lit(metric).alias("metric"),
-                pl.format("level={}", pl.col("level")).alias("slice"), _cell().alias("child"),
+                "benchmark",
+                "model",
+                pl.lit(metric).alias("metric"),
+                pl.format("level={}", pl.col("level")).alias("slice"),
+                _cell().alias("child"),
                 pl.lit(1, pl.Int64).alias("layer"),
             )
         )
         parents.append(
             levels.select(
-                "benchmark", "model", pl.lit(metric).alias("metric"), pl.lit("all").alias("slice"),
-                pl.format("level={}", pl.col("level")).alias("child"), pl.lit(2, pl.Int64).alias("layer"),
+                "benchmark",
+                "model",
+                pl.lit(metric).alias("metric"),
+                pl.lit("all").alias("slice"),
+                pl.format("level={}", pl.col("level")).alias("child"),
+                pl.lit(2, pl.Int64).alias("layer"),
             )
         )
     parents.append(
-        groups.select("benchmark", "model", "category").unique().select(
-            "benchmark", "model", pl.lit("CSL").alias("metric"), pl.lit("all").alias("slice"),
-            pl.format("category={}", pl.col("category")).alias("child"), pl.lit(1, pl.Int64).alias("layer"),
+        groups.select("benchmark", "model", "category")
+        .unique()
+        .select(
+            "benchmark",
+            "model",
+            pl.lit("CSL").alias("metric"),
+            pl.lit("all").alias("slice"),
+            pl.format("category={}", pl.col("category")).alias("child"),
+            pl.lit(1, pl.Int64).alias("layer"),
         )
     )
     return Components(pl.concat(leaves), pl.concat(parents))

@@ -31,7 +31,10 @@ def infobench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
     )
     per_label = (
         by_type.with_columns(
-            pl.col("constraint_type").str.split("|").list.eval(pl.element().str.strip_chars()).list.unique()
+            pl.col("constraint_type")
+            .str.split("|")
+            .list.eval(pl.element().str.strip_chars())
+            .list.unique()
             .alias("label")
         )
         .explode("label")
@@ -45,8 +48,11 @@ def infobench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
             leaves_frame(per_instance, slice_=pl.lit("all"), num=pl.col("sat"), den=pl.col("cnt"), **common),
             leaves_frame(per_instance, slice_=split_slice(), num=pl.col("sat"), den=pl.col("cnt"), **common),
             leaves_frame(
-                per_label, slice_=pl.format("constraint_type={}", pl.col("label")), num=pl.col("sat"),
-                den=pl.col("cnt"), **common,
+                per_label,
+                slice_=pl.format("constraint_type={}", pl.col("label")),
+                num=pl.col("sat"),
+                den=pl.col("cnt"),
+                **common,
             ),
         ]
     )

@@ -48,7 +48,7 @@ def paired_differences(
     benchmark: str,
     metric: str,
     *,
-    slice: str = "all",  # noqa: A002 - the column is called slice everywhere else
+    slice: str = "all",
     models: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -80,7 +81,7 @@ def read_verdicts(paths: str | Path | Iterable[str | Path]) -> pl.LazyFrame:
 
 def problems_expr() -> pl.Expr:
     """A String expression: the first contract problem of a row (naming its field), or null."""
-    expr = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    expr: Any = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
     for field in _REQUIRED:
         expr = expr.when(pl.col(field).is_null()).then(pl.lit(f"field '{field}': missing"))
     for field, allowed in (
@@ -102,14 +103,17 @@ def problems_expr() -> pl.Expr:
             expr = expr.when((pl.col("benchmark") == bench) & pl.col(field).is_null()).then(
                 pl.lit(f"field '{field}': missing (required for {bench})")
             )
-    return expr.otherwise(pl.lit(None, dtype=pl.String))
+    done: pl.Expr = expr.otherwise(pl.lit(None, dtype=pl.String))
+    return done
 
 
 def first_problem(rows: pl.LazyFrame) -> pl.LazyFrame:
     """At most one row describing the first contract problem in `rows` (with its key), lazily."""
     return (
         rows.with_row_index("_row")
-        .select("_row", "benchmark", "model", "instance_id", "constraint_idx", problems_expr().alias("problem"))
+        .select(
+            "_row", "benchmark", "model", "instance_id", "constraint_idx", problems_expr().alias("problem")
+        )
         .filter(pl.col("problem").is_not_null())
         .head(1)
     )
@@ -135,6 +139,7 @@ def validate_verdicts(paths: str | Path | Iterable[str | Path]) -> None:
             r = found.row(0, named=True)
             where = f"line {r['_row'] + 1}" if path.suffix.lower() in _JSONL_SUFFIXES else f"row {r['_row']}"
             raise VerdictError(
-                f"{path}: {where} (instance_id={r['instance_id']!r}, constraint_idx={r['constraint_idx']!r}): "
+                f"{path}: {where} (instance_id={r['instance_id']!r}, "
+                f"constraint_idx={r['constraint_idx']!r}): "
                 f"{r['problem']}"
             )

@@ -151,12 +151,14 @@ class AdaptiveConcurrency:
             self._dispatch()
 
     def on_rate_limited(self, generation: int) -> bool:
-        """Halve the limit if this 429 is news; returns whether it was cut."""
+        """Halve the calls in flight if this 429 is news; returns whether the limit was cut."""
         if generation != self._generation:
             return False
         self._generation += 1
         self._successes = 0
-        self.limit = max(1, self.limit // 2)
+        # Halve what was really in flight (call this before releasing the slot): halving an unused
+        # limit of 64 when 4 calls already overran the provider would change nothing.
+        self.limit = max(1, min(self.limit, self.in_flight) // 2)
         return True
 
     def set_max(self, max_limit: int) -> None:

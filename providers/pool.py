@@ -122,6 +122,7 @@ class ProviderPool:
         self._key_envs: set[str] = set()
         self._rng = retry.rng()
         self._open = False
+        self._used_litellm = False
 
     async def __aenter__(self) -> ProviderPool:
         self._open = True
@@ -134,6 +135,8 @@ class ProviderPool:
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             await session.close()
+        if self._used_litellm:
+            await _close_litellm_clients()
 
     def endpoint(self, spec: EndpointSpec) -> Endpoint:
         """The Endpoint for `spec`; specs with the same (provider, api_base, key variable, model) share
@@ -175,6 +178,7 @@ class ProviderPool:
             )
         else:
             sender = LiteLLMSender(route.model, route.api_base, spec.params)
+            self._used_litellm = True
         endpoint = Endpoint(self, spec, route, price, shared, sender)
         self._endpoints[id(spec)] = endpoint
         return endpoint
@@ -201,6 +205,14 @@ class ProviderPool:
 
     def _delay(self, attempt: int) -> float:
         return self.retry.delay_s(attempt, self._rng)
+
+
+async def _close_litellm_clients() -> None:
+    """litellm caches an aiohttp session per event loop and never closes it: close and forget them, or
+    each pool leaves "Unclosed client session" warnings and a later loop finds a closed client."""
+    litellm = import_litellm()
+    await litellm.close_litellm_async_clients()
+    litellm.in_memory_llm_clients_cache.flush_cache()
 
 
 class _CallFailed(Exception):
@@ -276,8 +288,9 @@ class Endpoint:
     def _api_key(self) -> str | None:
         env = self.spec.api_key_env
         if env is None:
-            # litellm finds provider keys (ANTHROPIC_API_KEY, ...) itself; local OpenAI servers need none.
-            return DUMMY_KEY if self.path == "fast" else None
+            # Hosted providers on the litellm path: litellm reads their usual variable (ANTHROPIC_API_KEY,
+            # ...) itself. With an api_base it is a local server that wants no key, but some need one sent.
+            return DUMMY_KEY if self.path == "fast" or self.spec.api_base else None
         value = os.environ.get(env)
         if not value:
             raise _CallFailed(
@@ -368,12 +381,13 @@ class Endpoint:
                 return await sender.send(messages, api_key)
             async with self._pool._global:
                 return await sender.send(messages, api_key)
-        when = deadline.when()
-        left = max(0.001, when - loop.time()) if when is not None else self.spec.timeout_s
+        # A constant timeout, not the time left: litellm caches its HTTP client keyed on the call's
+        # arguments, timeout included, so a varying one builds (and leaks) a client per call. The
+        # deadline itself is enforced around the whole call.
         if self._pool._global is None:
-            return await sender.send(messages, api_key, left)
+            return await sender.send(messages, api_key, self.spec.timeout_s)
         async with self._pool._global:
-            return await sender.send(messages, api_key, left)
+            return await sender.send(messages, api_key, self.spec.timeout_s)
 
     async def _failed(
         self,
@@ -388,12 +402,12 @@ class Endpoint:
         decision = classify(exc)
         ambiguous = decision.kind in _AMBIGUOUS
         attempts.ambiguous += ambiguous
-        limiter.release(admission, used_tokens=None if ambiguous else 0, ok=False)
-        detail = self._pool.scrub(str(exc) or type(exc).__name__)
         if decision.kind == "rate_limit":
             attempts.rate_limited += 1
             self._shared.counters.rate_limited += 1
-            limiter.on_rate_limited(admission, decision.retry_after_s)
+            limiter.on_rate_limited(admission, decision.retry_after_s)  # while still holding the slot
+        limiter.release(admission, used_tokens=None if ambiguous else 0, ok=False)
+        detail = self._pool.scrub(str(exc) or type(exc).__name__)
         if not decision.retry:
             return self._error(decision.kind, self._advice(decision, detail), attempts, None, prompt_tokens)
         wait = max(decision.retry_after_s or 0.0, self._pool._delay(attempts.count))

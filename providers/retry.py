@@ -67,6 +67,7 @@ class MalformedResponse(Exception):
     """A 2xx body that is not a chat completion (not JSON, no choices, cut short)."""
 
 
+_MISSING_KEY = re.compile(r"(?i)missing credentials|api[_ ]key (?:is )?(?:not set|missing|required)")
 _TIMEOUT_NAMES = frozenset({"Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError"})
 _CONNECTION_NAMES = frozenset({"APIConnectionError", "ServiceUnavailableError"})
 _MALFORMED_NAMES = frozenset({"JSONDecodeError", "APIResponseValidationError"})
@@ -87,6 +88,9 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
         return RetryDecision(True, "malformed")
     if names & _CONNECTION_NAMES or isinstance(err, aiohttp.ClientConnectionError | ConnectionError):
         return RetryDecision(True, "connection")
+    if _MISSING_KEY.search(str(err)):
+        # litellm reports a missing key as a 500 before sending anything: a config fault, not the server's.
+        return RetryDecision(False, "auth")
     status = getattr(err, "status_code", None)
     if not isinstance(status, int):
         status = getattr(err, "status", None)  # aiohttp.ClientResponseError

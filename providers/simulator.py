@@ -194,6 +194,8 @@ class Simulator:
         stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
         config = self._config
         fault = self._faults.pick()
+        # Drawn now, not after the latency sleep, so concurrent requests cannot reorder the seeded draws.
+        error_status = self._faults.server_status() if fault == "server_error" else 0
 
         n_prompt = prompt_tokens(messages)
         # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
@@ -209,38 +211,9 @@ class Simulator:
         if fault is not None:
             stats.faults[fault] += 1
         await self._sleep_latency(config, canonical)
-
-        if fault == "server_error":
-            status = self._faults.server_status()
-            return self._json(
-                status,
-                error_body("The server had an error (simulated).", "server_error"),
-                self._limit_headers(),
-            )
-        if fault == "rate_limit":
-            headers = self._limit_headers()
-            if config.send_retry_after:
-                headers.update(retry_after_headers(_SPURIOUS_RETRY_S))
-            return self._json(
-                429,
-                error_body("Rate limit reached (simulated, spurious).", "requests", "rate_limit_exceeded"),
-                headers,
-            )
-        if fault == "rate_limit_no_header":
-            return self._json(
-                429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
-            )
-        if fault == "reset":
-            return _reset(request)
-        if fault == "hang":
-            return await self._hang(request, config.hang_s)
-        if fault == "malformed":
-            stats.status_counts[200] += 1
-            return web.Response(
-                body=b"upstream returned an incomplete answer\n",
-                content_type=_JSON,
-                headers=self._limit_headers(),
-            )
+        early = await self._fault_without_completion(request, fault, error_status, config)
+        if early is not None:
+            return early
 
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
         data = orjson.dumps(payload)
@@ -251,6 +224,36 @@ class Simulator:
         content_type = "text/html" if fault == "wrong_content_type" else _JSON
         stats.status_counts[200] += 1
         return web.Response(body=data, content_type=content_type, headers=self._limit_headers())
+
+    async def _fault_without_completion(
+        self, request: web.Request, fault: str | None, error_status: int, config: SimConfig
+    ) -> web.StreamResponse | None:
+        """The answer of a fault that replaces the completion entirely, or None for the others."""
+        if fault == "server_error":
+            error = error_body("The server had an error (simulated).", "server_error")
+            return self._json(error_status, error, self._limit_headers())
+        if fault == "rate_limit":
+            headers = self._limit_headers()
+            if config.send_retry_after:
+                headers.update(retry_after_headers(_SPURIOUS_RETRY_S))
+            error = error_body("Rate limit reached (simulated, spurious).", "requests", "rate_limit_exceeded")
+            return self._json(429, error, headers)
+        if fault == "rate_limit_no_header":
+            return self._json(
+                429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
+            )
+        if fault == "reset":
+            return _reset(request)
+        if fault == "hang":
+            return await self._hang(request, config.hang_s)
+        if fault == "malformed":
+            self._stats.status_counts[200] += 1
+            return web.Response(
+                body=b"upstream returned an incomplete answer\n",
+                content_type=_JSON,
+                headers=self._limit_headers(),
+            )
+        return None
 
     async def _sleep_latency(self, config: SimConfig, canonical: bytes) -> None:
         if config.latency_ms <= 0 and config.jitter_ms <= 0:
@@ -348,9 +351,11 @@ async def _trickle(
     await response.prepare(request)
     total_s = random.Random(b"trickle" + canonical).uniform(2.0, 5.0)
     step = max(1, -(-len(data) // _TRICKLE_CHUNKS))
-    for start in range(0, len(data), step):
-        if start:  # no pause after the last chunk: the connection would idle before its next request
-            await asyncio.sleep(total_s / _TRICKLE_CHUNKS)
+    starts = range(0, len(data), step)
+    pause = total_s / max(1, len(starts) - 1)
+    for start in starts:
+        if start:  # no pause after the last piece: the connection would idle before its next request
+            await asyncio.sleep(pause)
         await response.write(data[start : start + step])
     await response.write_eof()
     return response

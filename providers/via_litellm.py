@@ -7,6 +7,7 @@ retry loop in providers/pool.py decides.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,8 +22,26 @@ class LiteLLMSender:
         self._api_base = api_base
         self._params = dict(params)
         self._litellm = import_litellm()
+        # litellm builds its HTTP client on first use per event loop and caches one; calls that race
+        # into that first use each build their own and leak it ("Unclosed client session"). So the
+        # first call goes alone.
+        self._first: asyncio.Lock | None = asyncio.Lock()
 
     async def send(
+        self, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout_s: float
+    ) -> Reply:
+        first = self._first
+        if first is None:
+            return await self._send(messages, api_key, timeout_s)
+        async with first:
+            if self._first is None:
+                return await self._send(messages, api_key, timeout_s)
+            try:
+                return await self._send(messages, api_key, timeout_s)
+            finally:
+                self._first = None
+
+    async def _send(
         self, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout_s: float
     ) -> Reply:
         try:

@@ -43,7 +43,7 @@ def _is_user_error(e: Exception) -> bool:
     # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
     # module need not import the modules that define them.
     return isinstance(e, ConfigError | DataError | UsageError) or bool(
-        names & {"DownloadError", "IncompatibleRun", "UnknownPrice"}
+        names & {"DownloadError", "IncompatibleRun", "UnknownPrice", "ManifestError", "WriterBusyError"}
     )
 
 

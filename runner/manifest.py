@@ -204,7 +204,7 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
     elif old.judge is not None and new.judge is not None:
         if old.judge.model != new.judge.model:
             problems.append(f"judge changed from {old.judge.model!r} to {new.judge.model!r}")
-        if _canon(old.judge.params) != _canon(new.judge.params):
+        elif _canon(old.judge.params) != _canon(new.judge.params):
             problems.append(f"judge params changed: {_diff(old.judge.params, new.judge.params)}")
     if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
         # A budget only grows: a lower cap might already be spent, and no cap would lift the guard.

@@ -8,24 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Partition", "in_partition", "parse_partition"]
 
 _SPEC_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
-@dataclass(frozen=True, slots=True)
-class Partition:
-    index: int  # 0-based
-    count: int
+class Partition(NamedTuple):
+    """Partition `i` (0-based) of `n`; a plain (i, n) tuple to callers that unpack it."""
+
+    i: int
+    n: int
 
     @property
     def writer_id(self) -> str:
-        return f"p{self.index}of{self.count}"
+        return f"p{self.i}of{self.n}"
 
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and in_partition(key, self.index, self.count)
+    def owns(self, key: str) -> bool:
+        return in_partition(key, self.i, self.n)
 
 
 def in_partition(key: str, index: int, count: int) -> bool:

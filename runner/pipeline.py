@@ -123,8 +123,10 @@ class Pipeline:
             return "error"
         text = gen.get("text") or ""
         plan = job.bench.plan(inst, text, job.cfg.scoring)
+        # A rule value of None means the benchmark does not score that constraint at all (as its
+        # reference does not): no row, so it is neither a failure nor a gap in coverage.
         values: dict[int, tuple[bool | None, str, str]] = {
-            idx: (v, "rule", "ok" if v is not None else "unparsed") for idx, v in plan.rule_values.items()
+            idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
         }
         if plan.judge_tasks:
             if self.judge is None:

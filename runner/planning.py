@@ -1,13 +1,13 @@
 """`ifsweep plan`: what a config will send and may cost, before anything is spent.
 
-Token counts are estimates (about four characters a token for Latin text, one a token for CJK), and
-the cost range runs from short answers (a quarter of max_tokens) to every answer at max_tokens.
+Token counts are the providers' cheap estimate (it leans high), and the cost range runs from short answers (a quarter of max_tokens) to every answer at max_tokens.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from providers.pricing import estimate_tokens
 from providers.records import EndpointSpec, Price
 from runner.config import SweepConfig
 from runner.scheduler import Work
@@ -28,11 +28,6 @@ class Estimate:
     cost_low: float | None
     cost_high: float | None
     minutes_by_limits: float | None
-
-
-def approx_tokens(text: str) -> int:
-    cjk = sum(1 for ch in text if ord(ch) > 0x2E80)
-    return (len(text) - cjk) // 4 + cjk + 1
 
 
 def _max_tokens(spec: EndpointSpec) -> int:
@@ -61,14 +56,14 @@ def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
             tin = 0
             jin = 0
             for inst in instances:
-                prompt = approx_tokens("".join(m.content for m in inst.messages))
+                prompt = estimate_tokens([m.as_dict() for m in inst.messages])
                 tin += prompt
                 for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
                     replies: tuple[str, ...] = ()
                     for t in range(len(task.turns)):
                         msgs = task.messages_for_turn(t, replies)
                         # the judged answer is not known yet: count it as a mid-length answer
-                        jin += approx_tokens("".join(m.content for m in msgs)) + gen_max // 2
+                        jin += estimate_tokens([m.as_dict() for m in msgs]) + gen_max // 2
                         judge_calls += 1
                         replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
             out_low, out_high = calls * gen_max // 4, calls * gen_max

@@ -42,6 +42,7 @@ __all__ = [
     "RunStore",
     "ShardLine",
     "WriterBusyError",
+    "decode_record",
     "encode_line",
     "parse_line",
     "record_key",
@@ -54,7 +55,7 @@ _PREFIX = b'{"_c":"'
 _HEAD = 17  # len(_PREFIX) + 8 hex digits + len('",')
 _KEY_OPEN = b'"key":"'
 _KIND_OPEN = b',"kind":"'
-_STATUS_OPEN = b',"status":"'
+_ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
 _KEY_RE = re.compile(r"(?:[0-9a-f]{2}){8,32}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _WRITER_RE = re.compile(r"[A-Za-z0-9_.]{1,64}")
@@ -155,7 +156,7 @@ def _header(line: bytes) -> tuple[bytes, str, bool] | str:
         key = binascii.unhexlify(line[24:kend])
     except (binascii.Error, ValueError):
         return "key is not hex"
-    is_error = line.startswith(b',"status":"error"', kindend + 1)
+    is_error = line.startswith(_ERROR_STATUS, kindend + 1)
     return key, line[kstart:kindend].decode(), is_error
 
 
@@ -190,13 +191,22 @@ class _FileEnd:
 _Entry = tuple[int, bytes, bytes, bool, bytes]
 
 
-def _scan_file(path: Path, damaged: list[DamageReport], end: _FileEnd) -> Iterator[_Entry]:
+def _scan_file(
+    path: Path,
+    damaged: list[DamageReport],
+    end: _FileEnd,
+    index: dict[bytes, int] | None = None,
+    file_no: int = 0,
+) -> Iterator[_Entry]:
     """Every valid line of one shard; damaged lines go to `damaged`; `end` tells where good data ends.
 
-    This loop is the resume cost (1M lines per open), so parse_line is inlined and plain tuples are
-    yielded; any line the fast path rejects gets its precise reason from parse_line."""
+    This loop is the resume cost (1M lines per open), so parse_line is inlined, and with `index` the
+    lines go straight into it (packed, newest wins but errors never shadow successes) and nothing is
+    yielded. A line the fast path rejects gets its precise reason from parse_line."""
     crc32 = zlib.crc32
     unhex = binascii.unhexlify
+    get = None if index is None else index.get
+    file_bits = file_no << _OFF_BITS
     with open(path, "rb", buffering=0) as f:
         base = 0
         rest = b""
@@ -213,7 +223,7 @@ def _scan_file(path: Path, damaged: list[DamageReport], end: _FileEnd) -> Iterat
                 line_no += 1
                 n = len(line) + 1
                 try:
-                    ok = line[:7] == _PREFIX and int(line[7:15], 16) == crc32(line[_HEAD:])
+                    ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(line[_HEAD:])
                     if ok:
                         kend = line.find(b'"', 24)
                         kind_end = line.find(b'"', kend + 10)
@@ -222,8 +232,13 @@ def _scan_file(path: Path, damaged: list[DamageReport], end: _FileEnd) -> Iterat
                 except (ValueError, binascii.Error):
                     ok = False
                 if ok:
-                    is_error = line.startswith(b',"status":"error"', kind_end + 1)
-                    yield off, line, key, is_error, line[kend + 10 : kind_end]
+                    is_error = line.startswith(_ERROR_STATUS, kind_end + 1)
+                    if get is None:
+                        yield off, line, key, is_error, line[kend + 10 : kind_end]
+                    else:
+                        old = get(key)
+                        if old is None or not is_error or old & 1:
+                            index[key] = (((file_bits | off) << _LEN_BITS | n) << 1) | is_error  # type: ignore[index]
                     end.good_end = off + n
                     end.good_lines = line_no
                 else:
@@ -365,17 +380,13 @@ class RunStore:
         self._lock_fd = fd
 
     def _load(self) -> None:
-        index = self._index
-        get = index.get
         own_last: tuple[int, Path, _FileEnd] | None = None
         for writer, seq, path in shard_files(self.run_dir):
             file_no = len(self._files)
             self._files.append(path)
             end = _FileEnd()
-            for off, line, key, is_error, _ in _scan_file(path, self.damaged, end):
-                old = get(key)
-                if old is None or not is_error or old & 1:
-                    index[key] = _pack(file_no, off, len(line) + 1, is_error)
+            for _ in _scan_file(path, self.damaged, end, self._index, file_no):
+                pass
             if writer == self.writer_id:
                 self._seq = max(self._seq, seq)
                 if end.good_end < end.size:

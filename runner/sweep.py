@@ -5,6 +5,7 @@ Everything that can be wrong with the config or the data is found before the run
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import sys
@@ -20,6 +21,7 @@ import benchmarks
 from benchmarks import Instance
 from providers.records import EndpointSpec
 from runner.config import ConfigError, SweepConfig
+from runner.manifest import BenchmarkEntry, Manifest, ModelEntry, compare, read_manifest, write_manifest
 from runner.pipeline import BenchJob, Counters, Pipeline
 from runner.progress import ProgressState, run_progress
 from runner.scheduler import EXIT_CODES, StopControl, SweepStatus, Work, count_planned, run_models
@@ -77,15 +79,7 @@ def check_ready(cfg: SweepConfig, work: Work) -> None:
     from providers.pricing import check_prices
 
     specs: list[EndpointSpec] = list(cfg.models) + ([cfg.judge] if cfg.judge is not None else [])
-    if cfg.run.max_usd is not None:
-        specs = [s if s.max_usd is not None else _with_cap(s, cfg.run.max_usd) for s in specs]
-    check_prices(specs)
-
-
-def _with_cap(spec: EndpointSpec, cap: float) -> EndpointSpec:
-    from dataclasses import replace
-
-    return replace(spec, max_usd=cap)
+    check_prices(specs, sweep_cap=cfg.run.max_usd is not None)
 
 
 async def run_sweep(
@@ -98,7 +92,6 @@ async def run_sweep(
 ) -> SweepResult:
     from providers.budget import Budget
     from providers.pool import ProviderPool
-    from runner.manifest import prepare_run_dir
     from runner.partition import in_partition
     from runner.shards import RunStore
 
@@ -157,6 +150,79 @@ async def run_sweep(
         return result
     finally:
         store.close()
+
+
+class IncompatibleRun(ValueError):
+    """The run directory holds results made under settings this config would change."""
+
+
+def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
+    from runner.shards import record_key
+
+    def entry(spec: EndpointSpec) -> ModelEntry:
+        return ModelEntry(model=spec.model, params=dict(spec.params))
+
+    return Manifest(
+        ifsweep_version=_version(),
+        config_hash=record_key(dict(cfg.raw)),
+        benchmarks={
+            job.cfg.name: BenchmarkEntry(
+                data_hash=data_hash(job.cfg.data or _download(job.cfg.name, job.bench.release)),
+                template_version=job.template_version,
+                scoring=job.cfg.scoring,
+                settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
+            )
+            for job, _ in work.jobs
+        },
+        models={s.label: entry(s) for s in cfg.models},
+        judge=entry(cfg.judge) if cfg.judge is not None else None,
+        budget_usd=cfg.run.max_usd,
+        limits={"concurrency": cfg.run.concurrency},
+    )
+
+
+def data_hash(path: Path) -> str:
+    """sha256 over the data files' names and bytes; a `limit` or option change leaves it alone."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+    for f in files:
+        h.update(str(f.relative_to(path) if f != path else f.name).encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ifsweep")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
+    """Refuse a resume that would mix settings; otherwise (re)write the manifest before any result."""
+    new = build_manifest(cfg, work)
+    old = read_manifest(run_dir)
+    if old is not None:
+        verdict = compare(old, new)
+        if not verdict.ok:
+            raise IncompatibleRun(f"{run_dir}: {verdict.message()}")
+        # Keep what the earlier run recorded for benchmarks and models this config leaves out.
+        new = Manifest(
+            ifsweep_version=new.ifsweep_version,
+            config_hash=new.config_hash,
+            benchmarks={**old.benchmarks, **new.benchmarks},
+            models={**old.models, **new.models},
+            judge=new.judge,
+            budget_usd=new.budget_usd,
+            limits=new.limits,
+        )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_manifest(run_dir, new)
+    except OSError as e:
+        raise ConfigError(cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}") from None
 
 
 def _describe(e: BaseException) -> str:

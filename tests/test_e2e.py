@@ -135,3 +135,4 @@ def test_foreign_openai_server_and_resume(tmp_path: Path) -> None:
         assert len(gens) == 6 and all(g["status"] == "ok" and g["text"].startswith("An answer") for g in gens)
     finally:
         server.shutdown()
+        server.server_close()

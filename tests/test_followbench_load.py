@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import benchmarks.followbench as followbench
-from benchmarks import DataError, get
+from benchmarks import Benchmark, DataError, get
 from benchmarks.followbench import FollowBench
 from benchmarks.releases import FOLLOWBENCH
 
@@ -43,6 +43,8 @@ def test_exported_names_are_pinned() -> None:
 
 
 def test_registry_and_attributes() -> None:
+    typed: Benchmark = FollowBench()  # mypy checks the protocol structurally here
+    assert typed.name == "followbench"
     bench = get("followbench")
     assert isinstance(bench, FollowBench)
     assert bench.name == "followbench"
@@ -131,9 +133,7 @@ def test_fixture_has_rule_and_judge_instances_in_both_languages() -> None:
     for language, expected in (("en", 45), ("zh", 30)):
         instances = list(BENCH.load(BENCH.fixture_dir(), {"language": language}))
         assert len(instances) == expected
-        routes = Counter(
-            "judge" if BENCH.plan(i, "x", "paper").judge_tasks else "rule" for i in instances
-        )
+        routes = Counter("judge" if BENCH.plan(i, "x", "paper").judge_tasks else "rule" for i in instances)
         assert routes["judge"] >= 15 and routes["rule"] >= 10
         assert {i.category for i in instances} == set(followbench.CATEGORIES)
 

@@ -10,7 +10,7 @@ import pytest
 from benchmarks.followbench import FollowBench, matches_template, route
 from benchmarks.followbench._rules import SOURCE_RULES_EN, format_rule_en
 from benchmarks.followbench._rules_zh import SOURCE_RULES_ZH, format_rule_zh
-from benchmarks.records import Constraint, Instance, Message
+from benchmarks.records import Constraint, Instance, Message, ScoringMode
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "FollowBench"
 BENCH = FollowBench()
@@ -30,9 +30,19 @@ def levels(source: str, text: str, target: str = "", language: str = "en") -> li
 @pytest.mark.parametrize(
     ("source", "target", "good", "bad"),
     [
-        ("E2E", "name[The Lantern], eatType[cafe]", "name[The Lantern], eatType[cafe]", "name[The Lantern], eatType[cafe] "),
+        (
+            "E2E",
+            "name[The Lantern], eatType[cafe]",
+            "name[The Lantern], eatType[cafe]",
+            "name[The Lantern], eatType[cafe] ",
+        ),
         ("text_editing", "tea love green i.", "tea love green i.", "Tea love green i."),
-        ("WIKIEVENTS", "a died at b\nc died at d\ne died at f", "a died at b\ne died at f", "a died at b\nx died at y"),
+        (
+            "WIKIEVENTS",
+            "a died at b\nc died at d\ne died at f",
+            "a died at b\ne died at f",
+            "a died at b\nx died at y",
+        ),
         ("CONLL2003", "['Bonn', 'Berlin']", "Bonn", "Bonn, Berlin"),
         ("BBH_logical", "(B)", "Not (A). The answer is (B)", "(B) looks right but (C)"),
         ("BBH_time", "12/29/1937", "So the date is 12/29/1937.", "12/29/1937 minus a day is 12/28/1937"),
@@ -59,8 +69,10 @@ def test_gsm8k_reads_the_last_amount_in_each_language() -> None:
     [
         (
             "cnn_dailymail",
-            "Daniel Radcliffe plays Harry Potter. The young actor turns eighteen soon. He has signed on for more films.",
-            "Daniel Radcliffe plays Harry Potter. The lavish young actor turns eighteen soon. He has signed on for more films.",
+            "Daniel Radcliffe plays Harry Potter. The young actor turns eighteen soon. "
+            "He has signed on for more films.",
+            "Daniel Radcliffe plays Harry Potter. The lavish young actor turns eighteen soon. "
+            "He has signed on for more films.",
             [P, P, P, F, F],
         ),
         (
@@ -107,7 +119,12 @@ def test_english_sentence_counting_quirks() -> None:
 @pytest.mark.parametrize(
     ("source", "good", "bad", "bad_levels"),
     [
-        ("cnn_dailymail", "拉德克利夫演哈利波特。这位年轻演员快成年了。他签约了更多电影。", "拉德克利夫演哈利波特。这位奢侈的年轻演员快成年了。他签约了更多电影。", [P, P, P, F, F]),
+        (
+            "cnn_dailymail",
+            "拉德克利夫演哈利波特。这位年轻演员快成年了。他签约了更多电影。",
+            "拉德克利夫演哈利波特。这位奢侈的年轻演员快成年了。他签约了更多电影。",
+            [P, P, P, F, F],
+        ),
         ("xsum", "警方正在进行救援操作。", "警方在牛顿斯图尔特进行救援操作。", [P, P, F, F, F]),
         ("samsum", "史蒂夫今晚处理琐碎的事情。", "史蒂夫，今晚处理琐碎的事情。", [P, P, P, P, F]),
         ("gigaword", "两人在菲律宾遇袭", "2人在菲律宾遇袭", [P, P, F, F, F]),
@@ -151,7 +168,9 @@ def test_format_30_english() -> None:
     assert [format_rule_en(30, _SPEECH, level) for level in range(1, 6)] == [P] * 5
     # Only a literal "-ly" suffix is caught, as in the reference: "quickly" passes, "friend-ly" fails.
     assert format_rule_en(30, _SPEECH.replace("good", "quickly"), 5) is True
-    assert [format_rule_en(30, _SPEECH.replace("good", "friend-ly"), level) for level in range(1, 6)] == [P] * 4 + [F]
+    assert [format_rule_en(30, _SPEECH.replace("good", "friend-ly"), level) for level in range(1, 6)] == [
+        P
+    ] * 4 + [F]
     too_long = _SPEECH.replace("good jobs", "good and well paid jobs for many young people")
     assert [format_rule_en(30, too_long, level) for level in range(1, 6)] == [P, P, P, F, F]
     assert format_rule_en(30, "Innovation helps.", 1) is False
@@ -201,7 +220,9 @@ def test_routes() -> None:
     assert route("situation", "self-made", 7, "en", "paper") == "judge"
 
 
-def _instance(category: str, source: str, level: int, target: str, *, example_id: int = 1, language: str = "en") -> Instance:
+def _instance(
+    category: str, source: str, level: int, target: str, *, example_id: int = 1, language: str = "en"
+) -> Instance:
     path = tuple(f"step {i}" for i in range(level + 1))
     return Instance(
         benchmark="followbench",
@@ -211,7 +232,14 @@ def _instance(category: str, source: str, level: int, target: str, *, example_id
         constraints=tuple(Constraint(i, category) for i in range(level)),
         level=level,
         category=category,
-        meta={"evolution_path": path, "source": source, "target": target, "answer": None, "example_id": example_id, "language": language},
+        meta={
+            "evolution_path": path,
+            "source": source,
+            "target": target,
+            "answer": None,
+            "example_id": example_id,
+            "language": language,
+        },
     )
 
 
@@ -234,7 +262,10 @@ def test_hsr_ssr_and_csl_from_rule_values_equal_the_reference_sums() -> None:
     # A rule-scored group passing levels 1, 2 and 4: the reference adds 1/0 per level to both the HSR and
     # the SSR sums, and CSL counts levels until the first failure (2 here).
     answers = {1: "$14", 2: "$14", 3: "$15", 4: "$14", 5: "no idea"}
-    rows = {level: BENCH.plan(_instance("situation", "gsm_8k", level, "$14"), text, "paper").rule_values for level, text in answers.items()}
+    rows = {
+        level: BENCH.plan(_instance("situation", "gsm_8k", level, "$14"), text, "paper").rule_values
+        for level, text in answers.items()
+    }
     hsr = [float(all(rows[level].values())) for level in range(1, 6)]
     ssr = [sum(bool(v) for v in rows[level].values()) / level for level in range(1, 6)]
     assert hsr == ssr == [1.0, 1.0, 0.0, 1.0, 0.0]
@@ -245,7 +276,7 @@ def test_hsr_ssr_and_csl_from_rule_values_equal_the_reference_sums() -> None:
 @pytest.mark.skipif(not (REAL / "data").is_dir(), reason="shared FollowBench data absent")
 def test_real_rule_scored_counts() -> None:
     # (rule, judge, unscored) instances per language and mode; Chinese format example 30 is the difference.
-    expected = {
+    expected: dict[tuple[str, ScoringMode], tuple[int, int, int]] = {
         ("en", "paper"): (350, 470, 0),
         ("en", "reference"): (350, 470, 0),
         ("zh", "paper"): (330, 460, 0),

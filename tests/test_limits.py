@@ -63,12 +63,14 @@ def test_aimd_halves_once_per_burst_and_recovers() -> None:
         assert aimd.limit == 4
         for _ in range(8):
             aimd.release()
-        gen = await aimd.acquire()
-        assert aimd.on_rate_limited(gen) and aimd.limit == 2  # a fresh 429 after the cut does cut
-        aimd.release()
+        gens = [await aimd.acquire() for _ in range(3)]
+        # a fresh 429 after the cut does cut: to half of what was really in flight (3), not of 4
+        assert aimd.on_rate_limited(gens[0]) and aimd.limit == 1
+        for _ in range(3):
+            aimd.release()
         for _ in range(4):
             aimd.on_success()
-        assert aimd.limit == 4  # +1 per 2 successes
+        assert aimd.limit == 3  # +1 per 2 successes
         for _ in range(100):
             aimd.on_success()
         assert aimd.limit == 8  # capped at max
@@ -125,7 +127,9 @@ def test_endpoint_limiter_learns_limits_and_slows_before_the_wall() -> None:
     async def run() -> None:
         clock = FakeClock()
         events: list[ProviderEvent] = []
-        lim = EndpointLimiter("openai/x", rpm=None, tpm=None, max_concurrency=4, clock=clock, emit=events.append)
+        lim = EndpointLimiter(
+            "openai/x", rpm=None, tpm=None, max_concurrency=4, clock=clock, emit=events.append
+        )
         lim.observe({"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "30000"})
         assert (lim.rpm_limit, lim.tpm_limit, lim.rpm_learned, lim.tpm_learned) == (500, 30000, True, True)
         assert [e.kind for e in events] == ["limit_learned", "limit_learned"]
@@ -168,7 +172,7 @@ def test_rate_limited_pauses_whole_endpoint_and_refunds_tokens() -> None:
         assert lim.bucket is not None and lim.bucket.available == pytest.approx(4000)
         lim.on_rate_limited(a, 3.0)
         lim.release(a, used_tokens=0, ok=False)  # a 429 used nothing: refund it all
-        assert lim.concurrency.limit == 2
+        assert lim.concurrency.limit == 1  # 2 were in flight
         lim.release(b, used_tokens=None, ok=False)  # outcome unknown: keep its tokens
         assert lim.bucket.available == pytest.approx(5000)
         await lim.admit(10)

@@ -382,3 +382,12 @@ def test_exported_names() -> None:
             "render_csv", "render_html", "render_json", "render_markdown", "render_table", "validate_verdicts",
         ]
     )
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verdict_rows())
+def test_bit_for_bit_deterministic_under_row_order(rows: list[Row]) -> None:
+    df = frame(rows)
+    want = compute_metrics(df)
+    for seed in range(3):
+        assert compute_metrics(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -37,11 +39,15 @@ class ScriptedServer:
         self.steps = steps
         self.requests = 0
         self.auth_headers: list[str] = []
+        self.times: list[float] = []
+        self.received = asyncio.Event()  # set at the first request
         self.bodies: list[Any] = []
         self._runner: web.AppRunner | None = None
         self.base_url = ""
 
     async def _chat(self, request: web.Request) -> web.Response:
+        self.times.append(time.monotonic())
+        self.received.set()
         self.auth_headers.append(request.headers.get("Authorization", ""))
         self.bodies.append(await request.json())
         step = self.steps[min(self.requests, len(self.steps) - 1)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import time
 
@@ -83,7 +82,6 @@ def test_parse_duration_rejects(text: str) -> None:
 
 def test_exceptions() -> None:
     assert classify(TimeoutError()) == RetryDecision(True, "timeout")
-    assert classify(asyncio.TimeoutError()) == RetryDecision(True, "timeout")
     assert classify(aiohttp.ServerDisconnectedError()) == RetryDecision(True, "connection")
     assert classify(ConnectionResetError()) == RetryDecision(True, "connection")
     assert classify(aiohttp.ClientPayloadError("cut")) == RetryDecision(True, "malformed")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -137,7 +138,9 @@ def test_damaged_lines_are_reported_skipped_and_the_torn_tail_truncated(tmp_path
             (5, "not a shard line"),
             (8, "torn tail"),
         ]
-        assert reasons[4][0] == 8 and reasons[4][1].startswith(f"truncated {len(torn)} bytes")  # reported, then cut
+        assert reasons[4][0] == 8 and reasons[4][1].startswith(
+            f"truncated {len(torn)} bytes"
+        )  # reported, then cut
         assert s.index_size == 4
         for bad in (1, 2, 4, 7):
             assert s.get(gen(bad)["key"]) is None
@@ -207,6 +210,19 @@ def test_flush_records_without_a_flusher_commits_synchronously(tmp_path: Path) -
         assert path.read_bytes().count(b"\n") == 3
 
 
+def lines_in(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
+async def wait_for_lines(path: Path, n: int) -> None:
+    # Watching a file from outside the writer: nothing to wait on but the file itself.
+    for _ in range(5000):
+        if lines_in(path) >= n:
+            return
+        await anyio.sleep(0.002)
+    raise AssertionError(f"{path} never reached {n} lines")
+
+
 def test_group_commit_makes_records_visible_within_flush_ms(tmp_path: Path) -> None:
     flush_ms = 100.0
     delays: list[float] = []
@@ -220,9 +236,8 @@ def test_group_commit_makes_records_visible_within_flush_ms(tmp_path: Path) -> N
                 for i in range(3):
                     t0 = time.monotonic()
                     s.append(gen(i))
-                    assert path.read_bytes().count(b"\n") == i  # not written by append itself
-                    while path.read_bytes().count(b"\n") < i + 1:
-                        await anyio.sleep(0.002)
+                    assert lines_in(path) == i  # not written by append itself
+                    await wait_for_lines(path, i + 1)
                     delays.append(time.monotonic() - t0)
                     await anyio.sleep(0.15)  # idle: the flusher sleeps on an event meanwhile
                 # A full batch goes out at once, long before flush_ms.
@@ -232,8 +247,7 @@ def test_group_commit_makes_records_visible_within_flush_ms(tmp_path: Path) -> N
                 t0 = time.monotonic()
                 for i in range(3, 53):
                     s.append(gen(i))
-                while path.read_bytes().count(b"\n") < 53:
-                    await anyio.sleep(0.002)
+                await wait_for_lines(path, 53)
                 delays.append(time.monotonic() - t0)
                 tg.cancel_scope.cancel()
 
@@ -252,7 +266,7 @@ def test_flusher_and_sync_flush_interleave_without_losing_or_reordering(tmp_path
                     if i % 37 == 0:
                         s.flush()
                     if i % 3 == 0:
-                        await anyio.sleep(0)
+                        await anyio.lowlevel.checkpoint()
                 await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
 
@@ -273,6 +287,24 @@ def test_index_memory_is_compact(tmp_path: Path) -> None:
         for i in range(50_000):
             s.append({"v": 1, "kind": "verdict", "key": record_key(i), "rows": []})
         idx = s._index
-        per_key = (sys.getsizeof(idx) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in idx.items())) / len(idx)
+        per_key = (
+            sys.getsizeof(idx) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in idx.items())
+        ) / len(idx)
     assert per_key < 160, per_key
     assert os.path.getsize(only_file(tmp_path)) > 0
+
+
+def test_iter_records_filters_kinds_and_get_notices_later_damage(tmp_path: Path) -> None:
+    with RunStore.open(tmp_path) as s:
+        s.append(gen(0))
+        s.append({"v": 1, "kind": "verdict", "key": record_key("v"), "status": "ok", "rows": []})
+        s.append(gen(1))
+        assert [r["kind"] for r in s.iter_records(kinds={"verdict"})] == ["verdict"]
+        assert [r["kind"] for r in s.iter_records()] == ["generation", "verdict", "generation"]
+        path = only_file(tmp_path)
+        data = bytearray(path.read_bytes())
+        data[-10] ^= 1  # the last record rots on disk after the index was built
+        path.write_bytes(bytes(data))
+        with pytest.raises(OSError, match="changed on disk"):
+            s.get(gen(1)["key"])
+        assert s.get(gen(0)["key"]) == gen(0)

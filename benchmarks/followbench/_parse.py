@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 _LIST = re.compile(r"\[.*\]")
 
@@ -20,8 +21,12 @@ _FALSE_ZH = frozenset({"NO", "PARTIAL", "PARTIALLY", "MAYBE", "UNKNOWN"})
 
 
 def _literal_list(text: str) -> list[object] | None:
+    # Compiling odd replies such as "['YES']['NO']" emits a SyntaxWarning; it must neither reach the
+    # user's terminal nor, under warnings-as-errors, escape as an exception.
     try:
-        value = ast.literal_eval(text)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     return list(value) if isinstance(value, list | tuple) else None

@@ -1,0 +1,60 @@
+"""Plain reports: a terminal leaderboard, JSON and CSV."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import polars as pl
+
+from metrics.leaderboard import DISPLAY, HEADLINE, benchmarks_in, fmt_interval, fmt_value, leaderboard
+
+_JSON_KEYS = ("benchmark", "model", "metric", "slice", "value", "n")
+
+
+def _grid(header: list[str], body: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in body)]
+
+
+def render_table(metrics: pl.DataFrame) -> str:
+    """A terminal leaderboard: one block per benchmark, one line per model, headline metrics in percent
+    (CSL in levels) with their 95% interval when computed, then coverage."""
+    out: list[str] = []
+    for bench in benchmarks_in(metrics):
+        board = leaderboard(metrics, bench)
+        names = [*HEADLINE.get(bench, ()), "coverage"]
+        body = []
+        for r in board.iter_rows(named=True):
+            cells = [str(r["model"])]
+            for m in names:
+                cells.append((fmt_value(m, r[m]) + " " + fmt_interval(m, r[f"{m}_lo"], r[f"{m}_hi"])).strip())
+            body.append(cells)
+        header = ["model", *(m if m == "CSL" or m == "coverage" else f"{m} %" for m in names)]
+        header[-1] = "coverage %"
+        out.append(f"{DISPLAY.get(bench, bench)} ({board.height} models)")
+        out.extend(_grid(header, body))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n" if out else "no metrics\n"
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def render_json(metrics: pl.DataFrame) -> str:
+    """A JSON list of {benchmark, model, metric, slice, value, n} (+ ci_low, ci_high when computed)."""
+    keys = [*_JSON_KEYS, *(k for k in ("ci_low", "ci_high") if k in metrics.columns)]
+    rows = [{k: _clean(r[k]) for k in keys} for r in metrics.select(keys).iter_rows(named=True)]
+    return json.dumps(rows, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+
+
+def render_csv(metrics: pl.DataFrame) -> str:
+    return metrics.write_csv()

@@ -1,0 +1,271 @@
+"""A few small SVG charts drawn by hand, so reports open anywhere without a plotting library.
+
+Every string that reaches the SVG goes through `esc`. Hovering a series highlights it with CSS only.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+PALETTE: tuple[str, ...] = (
+    "#4269d0",
+    "#efb118",
+    "#ff725c",
+    "#6cc5b0",
+    "#3ca951",
+    "#ff8ab7",
+    "#a463f2",
+    "#97bbf5",
+    "#9c6b4e",
+    "#9498a0",
+)
+FONT = 'font-family="system-ui, sans-serif"'
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}"
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    x: float
+    y: float
+    label: str
+    lo: float | None = None
+    hi: float | None = None
+
+
+def _frame(width: int, height: int, title: str, body: list[str], css_class: str) -> str:
+    return (
+        f'<svg class="chart {css_class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{esc(title)}">'
+        f"<title>{esc(title)}</title>{''.join(body)}</svg>"
+    )
+
+
+def _y_axis(x0: float, y0: float, h: float, w: float, y_max: float, fmt: str = "{:.0%}") -> list[str]:
+    out = []
+    for i in range(5):
+        v = y_max * i / 4
+        y = y0 + h - h * i / 4
+        out.append(f'<line x1="{_fmt(x0)}" x2="{_fmt(x0 + w)}" y1="{_fmt(y)}" y2="{_fmt(y)}" class="grid"/>')
+        out.append(
+            f'<text x="{_fmt(x0 - 6)}" y="{_fmt(y + 4)}" text-anchor="end" class="tick" {FONT}>'
+            f"{esc(fmt.format(v))}</text>"
+        )
+    return out
+
+
+def _legend(names: Sequence[str], x: float, y: float, width: float) -> tuple[list[str], float]:
+    """Wrapped legend; returns its marks and height."""
+    out, cx, cy = [], x, y
+    for i, name in enumerate(names):
+        label = name if len(name) <= 28 else name[:27] + "…"
+        step = 22 + 7 * len(label)
+        if cx + step > x + width and cx > x:
+            cx, cy = x, cy + 18
+        out.append(
+            f'<g class="legend-item"><rect x="{_fmt(cx)}" y="{_fmt(cy - 9)}" width="12" height="12" '
+            f'rx="2" fill="{color(i)}"/><text x="{_fmt(cx + 16)}" y="{_fmt(cy + 1)}" class="tick" {FONT}>'
+            f"<title>{esc(name)}</title>{esc(label)}</text></g>"
+        )
+        cx += step
+    return out, cy - y + 18
+
+
+def line_chart(
+    title: str,
+    x_labels: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    width: int = 900,
+    y_max: float = 1.0,
+) -> str:
+    """One line per series over categorical x positions (None: no point there)."""
+    names = list(series)
+    legend, legend_h = _legend(names, 60, 20, width - 80)
+    left, top, right, bottom = 60.0, 30.0 + legend_h, 20.0, 40.0
+    plot_h = 300.0
+    height = int(top + plot_h + bottom)
+    w = width - left - right
+    body = legend + _y_axis(left, top, plot_h, w, y_max)
+    n = max(len(x_labels), 1)
+    xs = [left + w * (i + 0.5) / n for i in range(n)]
+    for x, label in zip(xs, x_labels, strict=True):
+        body.append(
+            f'<text x="{_fmt(x)}" y="{_fmt(top + plot_h + 20)}" text-anchor="middle" class="tick" '
+            f"{FONT}>{esc(label)}</text>"
+        )
+    for i, name in enumerate(names):
+        pts = [(x, v) for x, v in zip(xs, series[name], strict=True) if v is not None and not math.isnan(v)]
+        if not pts:
+            continue
+        coords = " ".join(f"{_fmt(x)},{_fmt(top + plot_h - plot_h * v / y_max)}" for x, v in pts)
+        dots = "".join(
+            f'<circle cx="{_fmt(x)}" cy="{_fmt(top + plot_h - plot_h * v / y_max)}" r="3.5">'
+            f"<title>{esc(name)}: {v:.1%}</title></circle>"
+            for x, v in pts
+        )
+        body.append(
+            f'<g class="series" stroke="{color(i)}" fill="{color(i)}"><title>{esc(name)}</title>'
+            f'<polyline points="{coords}" fill="none" stroke-width="2"/>{dots}</g>'
+        )
+    return _frame(width, height, title, body, "line")
+
+
+def bar_chart(
+    title: str,
+    rows: Sequence[str],
+    groups: Sequence[str],
+    values: Mapping[tuple[str, str], Point],
+    *,
+    width: int = 900,
+    x_max: float = 1.0,
+) -> str:
+    """Horizontal grouped bars: one band per row (model), one bar per group, whiskers for intervals."""
+    legend, legend_h = _legend(list(groups), 220, 20, width - 240)
+    left, top, right = 220.0, 30.0 + legend_h, 60.0
+    bar_h, gap = 11.0, 8.0
+    band = bar_h * len(groups) + gap
+    height = int(top + band * len(rows) + 30)
+    w = width - left - right
+    body = list(legend)
+    for i in range(5):
+        x = left + w * i / 4
+        body.append(
+            f'<line x1="{_fmt(x)}" x2="{_fmt(x)}" y1="{_fmt(top)}" y2="{_fmt(height - 24)}" class="grid"/>'
+            f'<text x="{_fmt(x)}" y="{height - 8}" text-anchor="middle" class="tick" {FONT}>'
+            f"{esc(f'{x_max * i / 4:.0%}')}</text>"
+        )
+    for r, row in enumerate(rows):
+        y0 = top + r * band
+        label = row if len(row) <= 30 else row[:29] + "…"
+        body.append(
+            f'<text x="{_fmt(left - 8)}" y="{_fmt(y0 + band / 2)}" text-anchor="end" class="tick" '
+            f"{FONT}><title>{esc(row)}</title>{esc(label)}</text>"
+        )
+        for g, group in enumerate(groups):
+            p = values.get((row, group))
+            if p is None or math.isnan(p.x):
+                continue
+            y = y0 + g * bar_h
+            bw = max(w * p.x / x_max, 0.5)
+            tip = (
+                f"{row} · {group}: {p.x:.1%}"
+                + (f" [{p.lo:.1%}, {p.hi:.1%}]" if p.lo is not None and p.hi is not None else "")
+                + f" (n={p.label})"
+            )
+            body.append(
+                f'<rect class="bar" x="{_fmt(left)}" y="{_fmt(y)}" width="{_fmt(bw)}" '
+                f'height="{_fmt(bar_h - 2)}" fill="{color(g)}"><title>{esc(tip)}</title></rect>'
+            )
+            if p.lo is not None and p.hi is not None:
+                yl = y + (bar_h - 2) / 2
+                body.append(
+                    f'<line class="whisker" x1="{_fmt(left + w * p.lo / x_max)}" '
+                    f'x2="{_fmt(left + w * p.hi / x_max)}" y1="{_fmt(yl)}" y2="{_fmt(yl)}"/>'
+                )
+    return _frame(width, height, title, body, "bars")
+
+
+def _heat(v: float) -> str:
+    # White to the palette blue; light text on dark cells is chosen by the caller.
+    r, g, b = (int(255 + (c - 255) * v) for c in (0x42, 0x69, 0xD0))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heatmap(
+    title: str,
+    rows: Sequence[str],
+    cols: Sequence[str],
+    values: Mapping[tuple[str, str], Point],
+    *,
+    cell_w: int = 74,
+    cell_h: int = 20,
+) -> str:
+    left, top = 220.0, 90.0
+    width = int(left + cell_w * max(len(cols), 1) + 20)
+    height = int(top + cell_h * len(rows) + 10)
+    body = []
+    for c, col in enumerate(cols):
+        x = left + c * cell_w + cell_w / 2
+        label = col if len(col) <= 16 else col[:15] + "…"
+        body.append(
+            f'<text x="{_fmt(x)}" y="{_fmt(top - 8)}" transform="rotate(-30 {_fmt(x)} {_fmt(top - 8)})" '
+            f'class="tick" {FONT}><title>{esc(col)}</title>{esc(label)}</text>'
+        )
+    for r, row in enumerate(rows):
+        y = top + r * cell_h
+        label = row if len(row) <= 30 else row[:29] + "…"
+        body.append(
+            f'<text x="{_fmt(left - 8)}" y="{_fmt(y + cell_h * 0.7)}" text-anchor="end" class="tick" '
+            f"{FONT}><title>{esc(row)}</title>{esc(label)}</text>"
+        )
+        for c, col in enumerate(cols):
+            p = values.get((row, col))
+            if p is None or math.isnan(p.x):
+                continue
+            x = left + c * cell_w
+            text_fill = "#fff" if p.x > 0.6 else "#1b1e23"
+            body.append(
+                f'<g class="cell"><rect x="{_fmt(x)}" y="{_fmt(y)}" width="{cell_w - 2}" '
+                f'height="{cell_h - 2}" fill="{_heat(min(max(p.x, 0.0), 1.0))}"/>'
+                f'<text x="{_fmt(x + cell_w / 2 - 1)}" '
+                f'y="{_fmt(y + cell_h * 0.68)}" text-anchor="middle" fill="{text_fill}" class="tick" {FONT}>'
+                f"{p.x:.0%}</text><title>{esc(f'{row} · {col}: {p.x:.1%} (n={p.label})')}</title></g>"
+            )
+    return _frame(width, height, title, body, "heatmap")
+
+
+def scatter(
+    title: str,
+    points: Mapping[str, Sequence[Point]],
+    *,
+    x_title: str,
+    y_title: str,
+    width: int = 900,
+    height: int = 420,
+) -> str:
+    """Points grouped into coloured series; x on a linear scale from 0."""
+    names = list(points)
+    legend, legend_h = _legend(names, 70, 20, width - 90)
+    left, top, right, bottom = 70.0, 30.0 + legend_h, 30.0, 50.0
+    plot_h = height - top - bottom
+    w = width - left - right
+    x_max = max([p.x for ps in points.values() for p in ps] + [0.0])
+    x_max = x_max * 1.05 if x_max > 0 else 1.0
+    body = legend + _y_axis(left, top, plot_h, w, 1.0)
+    for i in range(5):
+        x = left + w * i / 4
+        body.append(
+            f'<text x="{_fmt(x)}" y="{_fmt(top + plot_h + 18)}" text-anchor="middle" class="tick" '
+            f"{FONT}>{esc(f'${x_max * i / 4:,.2f}')}</text>"
+        )
+    body.append(
+        f'<text x="{_fmt(left + w / 2)}" y="{_fmt(height - 8)}" text-anchor="middle" class="axis" '
+        f"{FONT}>{esc(x_title)}</text>"
+    )
+    body.append(
+        f'<text x="14" y="{_fmt(top + plot_h / 2)}" transform="rotate(-90 14 {_fmt(top + plot_h / 2)})" '
+        f'text-anchor="middle" class="axis" {FONT}>{esc(y_title)}</text>'
+    )
+    for i, name in enumerate(names):
+        dots = "".join(
+            f'<circle cx="{_fmt(left + w * p.x / x_max)}" cy="{_fmt(top + plot_h - plot_h * p.y)}" r="5">'
+            f"<title>{esc(f'{p.label} ({name}): {p.y:.1%} for ${p.x:,.4f}')}</title></circle>"
+            for p in points[name]
+            if not (math.isnan(p.x) or math.isnan(p.y))
+        )
+        body.append(f'<g class="series" fill="{color(i)}" fill-opacity="0.8">{dots}</g>')
+    return _frame(width, height, title, body, "scatter")

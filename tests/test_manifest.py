@@ -1,0 +1,129 @@
+"""RUN_DIR/manifest.json: atomic replace, round trip, and which config changes may resume a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from runner.manifest import (
+    BenchmarkEntry,
+    Manifest,
+    ManifestError,
+    ModelEntry,
+    compare,
+    read_manifest,
+    write_manifest,
+)
+
+
+def manifest(**changes: object) -> Manifest:
+    base = Manifest(
+        ifsweep_version="0.1.0",
+        config_hash="c" * 64,
+        benchmarks={
+            "followbench": BenchmarkEntry("d1" * 16, "fb-v1", "paper", {"reask": 2}),
+            "infobench": BenchmarkEntry("d2" * 16, "ib-v1", "reference"),
+        },
+        models={
+            "small": ModelEntry("openai/gpt-4o-mini", {"temperature": 0.0, "max_tokens": 512}),
+            "big": ModelEntry("openai/gpt-4o", {"temperature": 0.0}),
+        },
+        judge=ModelEntry("openai/gpt-4o", {"temperature": 0.0}),
+        budget_usd=10.0,
+        limits={"concurrency": 64},
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_write_read_round_trip_and_atomic_replace(tmp_path: Path) -> None:
+    assert read_manifest(tmp_path) is None
+    m = manifest()
+    path = write_manifest(tmp_path, m)
+    assert path == tmp_path / "manifest.json"
+    back = read_manifest(tmp_path)
+    assert back == m
+    assert back is not None and back.scoring_modes == ("paper", "reference")
+    raw = orjson.loads(path.read_bytes())
+    assert raw["schema"] == 1 and raw["judge"] == {"model": "openai/gpt-4o", "params": {"temperature": 0.0}}
+    inode = os.stat(path).st_ino
+    m2 = manifest(budget_usd=20.0)
+    write_manifest(tmp_path, m2)
+    assert read_manifest(tmp_path) == m2
+    assert os.stat(path).st_ino != inode  # replaced by rename, never rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # no temporary left
+
+
+def test_compatible_changes() -> None:
+    old = manifest()
+    more = manifest(
+        models={**old.models, "new": ModelEntry("openai/o3")},
+        benchmarks={**old.benchmarks, "cfbench": BenchmarkEntry("d3", "cf-v1", "paper")},
+        budget_usd=50.0,
+        limits={"concurrency": 256, "rpm": 1000},
+        config_hash="other",
+    )
+    result = compare(old, more)
+    assert result.ok and result.problems == [] and result.message() == "compatible"
+    fewer = manifest(
+        models={"small": old.models["small"]}, benchmarks={"infobench": old.benchmarks["infobench"]}
+    )
+    assert compare(old, fewer).ok
+
+
+def test_incompatible_changes_each_named() -> None:
+    old = manifest()
+    fb = old.benchmarks["followbench"]
+    new = manifest(
+        benchmarks={
+            "followbench": dataclasses.replace(fb, template_version="fb-v2", settings={"reask": 3}),
+            "infobench": dataclasses.replace(
+                old.benchmarks["infobench"], data_hash="ff" * 16, scoring="paper"
+            ),
+        },
+        models={
+            **old.models,
+            "small": ModelEntry("openai/gpt-4o-mini", {"temperature": 0.7, "max_tokens": 512}),
+        },
+        judge=ModelEntry("anthropic/claude-sonnet-4-5"),
+        budget_usd=5.0,
+    )
+    result = compare(old, new)
+    assert not result.ok
+    text = "\n".join(result.problems)
+    assert "benchmark 'followbench': template version changed from 'fb-v1' to 'fb-v2'" in text
+    assert "benchmark 'followbench': settings changed: reask 2 -> 3" in text
+    assert "benchmark 'infobench': data changed" in text
+    assert "benchmark 'infobench': scoring changed from 'reference' to 'paper'" in text
+    assert "model 'small': params changed: temperature 0.0 -> 0.7" in text
+    assert "judge changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
+    assert "budget lowered" in text
+    assert len(result.problems) == 7
+    assert "new run" in result.message() and "output_dir" in result.message()
+    assert not compare(old, manifest(judge=None)).ok
+
+
+def test_bad_manifest_files_name_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text("{not json")
+    with pytest.raises(ManifestError, match=r"manifest\.json: not valid JSON"):
+        read_manifest(tmp_path)
+    good = manifest().to_dict()
+    for mutate, field in [
+        (lambda d: d.update(schema=99), "schema"),
+        (
+            lambda d: d["benchmarks"]["followbench"].update(template_version=3),
+            "benchmarks.followbench.template_version",
+        ),
+        (lambda d: d["models"].update(small="gpt"), "models.small"),
+        (lambda d: d.update(budget_usd="lots"), "budget_usd"),
+    ]:
+        d = orjson.loads(orjson.dumps(good))
+        mutate(d)
+        path.write_bytes(orjson.dumps(d))
+        with pytest.raises(ManifestError, match=re.escape(f"manifest.json: field '{field}'")):
+            read_manifest(tmp_path)

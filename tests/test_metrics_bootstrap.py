@@ -1,0 +1,119 @@
+"""Bootstrap intervals and paired differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_metrics import Row, as_dict, frame, row, verdict_rows
+
+from metrics import compute_metrics, paired_differences
+from metrics.bootstrap import build_structure, evaluate, unit_index
+from metrics.compute import components_of
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verdict_rows(), st.randoms(use_true_random=False))
+def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(rows: list[Row], rnd: object) -> None:
+    """A resample is the data with unit i repeated w_i times: evaluating the structure under weights w must
+    equal compute_metrics on rows physically repeated that way (instance-level statistics)."""
+    assert hasattr(rnd, "randint")
+    leaves, parents = components_of(frame(rows))
+    leaves = leaves.filter(pl.col("unit_kind") == "instance")
+    for bench in leaves.get_column("benchmark").unique().to_list():
+        part = leaves.filter(pl.col("benchmark") == bench)
+        units = unit_index(part)
+        weights = {u: rnd.randint(0, 3) for u in units.get_column("unit").to_list()}  # type: ignore[attr-defined]
+        s = build_structure(part, parents, units)
+        got = evaluate(s, np.array([[float(weights[u]) for u in units.get_column("unit").to_list()]]))[0]
+        repeated = [
+            {**r, "instance_id": f"{r['instance_id']}#{k}", "group_id": f"{r['group_id']}#{k}"}
+            for r in rows
+            if r["benchmark"] == bench
+            for k in range(weights[r["instance_id"]])
+        ]
+        want = as_dict(compute_metrics(frame(repeated))) if repeated else {}
+        for j, key in enumerate(s.keys.iter_rows()):
+            if key[2] == "CSL":
+                continue
+            if key in want:
+                assert math.isclose(got[j], want[key][0], abs_tol=1e-9), (key, got[j], want[key])
+            else:
+                assert math.isnan(got[j]), key
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verdict_rows())
+def test_unit_weights_reproduce_point_estimates(rows: list[Row]) -> None:
+    leaves, parents = components_of(frame(rows))
+    want = as_dict(compute_metrics(frame(rows)))
+    for (bench, kind), part in leaves.group_by(["benchmark", "unit_kind"]):
+        units = unit_index(part)
+        s = build_structure(part, parents, units)
+        got = evaluate(s, np.ones((1, units.height)))[0]
+        for j, key in enumerate(s.keys.iter_rows()):
+            assert math.isclose(got[j], want[key][0], abs_tol=1e-9), key
+
+
+def binomial_rows(model: str, p_true: float, n: int, bench: str = "cfbench") -> list[Row]:
+    return [row(bench, model, f"i{i}", 0, i < p_true * n, split="easy") for i in range(n)]
+
+
+def test_interval_width_matches_the_normal_approximation() -> None:
+    out = compute_metrics(frame(binomial_rows("m", 0.5, 400)), ci=True, resamples=2000, seed=1)
+    r = out.filter((pl.col("metric") == "ISR") & (pl.col("slice") == "all")).row(0, named=True)
+    assert r["value"] == 0.5
+    assert r["ci_low"] < 0.5 < r["ci_high"]
+    assert abs((r["ci_high"] - r["ci_low"]) - 2 * 1.96 * 0.025) < 0.012
+
+
+def test_intervals_are_seeded_and_ordered() -> None:
+    rows = frame(binomial_rows("a", 0.3, 60) + binomial_rows("b", 0.7, 60))
+    one = compute_metrics(rows, ci=True, resamples=300, seed=5)
+    assert one.equals(compute_metrics(rows, ci=True, resamples=300, seed=5))
+    assert not one.equals(compute_metrics(rows, ci=True, resamples=300, seed=6))
+    assert (one["ci_low"] <= one["ci_high"]).all()
+    assert one.columns == ["benchmark", "model", "metric", "slice", "value", "n", "ci_low", "ci_high"]
+    constant = one.filter(pl.col("metric") == "coverage")
+    assert (constant["ci_low"] == 1.0).all() and (constant["ci_high"] == 1.0).all()
+
+
+def test_followbench_intervals_cover_every_statistic() -> None:
+    rows = []
+    for g in range(8):
+        for lv in range(1, 6):
+            rows.append(row("followbench", "m", f"g{g}-{lv}", 0, (g + lv) % 3 != 0, group_id=f"g{g}", level=lv,
+                            category="content" if g % 2 else "style"))
+    out = compute_metrics(frame(rows), ci=True, resamples=200)
+    assert out["ci_low"].null_count() == 0
+    inside = (out["ci_low"] <= out["value"] + 1e-12) & (out["value"] <= out["ci_high"] + 1e-12)
+    assert inside.sum() >= out.height - 2
+
+
+def test_paired_differences() -> None:
+    rows = binomial_rows("strong", 0.9, 200) + binomial_rows("weak", 0.5, 200) + binomial_rows("twin", 0.5, 200)
+    out = paired_differences(frame(rows), "cfbench", "ISR", resamples=500, seed=3)
+    assert out.columns == ["benchmark", "metric", "slice", "model_a", "model_b", "diff", "ci_low", "ci_high",
+                           "significant", "n"]
+    got = {(r["model_a"], r["model_b"]): r for r in out.iter_rows(named=True)}
+    assert set(got) == {("strong", "twin"), ("strong", "weak"), ("twin", "weak")}
+    assert math.isclose(got[("strong", "weak")]["diff"], 0.4)
+    assert got[("strong", "weak")]["significant"] and got[("strong", "weak")]["ci_low"] > 0.3
+    # Same answers on the same instances: the paired interval collapses to exactly 0.
+    assert got[("twin", "weak")]["diff"] == 0.0
+    assert (got[("twin", "weak")]["ci_low"], got[("twin", "weak")]["ci_high"]) == (0.0, 0.0)
+    assert not got[("twin", "weak")]["significant"]
+
+
+def test_paired_uses_only_instances_kept_for_both() -> None:
+    a = [row("cfbench", "a", f"i{i}", 0, True) for i in range(10)]
+    b = [row("cfbench", "b", f"i{i}", 0, i >= 5) for i in range(10)]
+    b[0] = row("cfbench", "b", "i0", 0, None, status="error")  # b lost i0: the pair is scored on i1..i9
+    out = paired_differences(frame(a + b), "cfbench", "CSR", resamples=200).row(0, named=True)
+    assert out["n"] == 9
+    assert math.isclose(out["diff"], 1 - 5 / 9)
+    fb = paired_differences(frame(a + b), "cfbench", "CSR", models=["a"], resamples=10)
+    assert fb.height == 0
