@@ -11,9 +11,10 @@ from metrics.paired import paired_differences
 from metrics.report_html import render_html
 from metrics.report_markdown import render_markdown
 from metrics.report_text import render_csv, render_json, render_table
-from metrics.schema import VERDICT_SCHEMA, VerdictError, read_verdicts, validate_verdicts
+from metrics.schema import METRIC_COLUMNS, VERDICT_SCHEMA, VerdictError, read_verdicts, validate_verdicts
 
 __all__ = [
+    "METRIC_COLUMNS",
     "VERDICT_SCHEMA",
     "VerdictError",
     "analytics",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 
 from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates, split_slice
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_rows
+from metrics.instances import INSTANCE_KEY, kept_rows, materialized
 
 BENCHMARK = "cfbench"
 
@@ -52,6 +52,6 @@ def cfbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
 
 def cfbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """CSR, ISR, PSR of CFBench rows: slices all and split=S; n = instances."""
-    c = cfbench_components(as_lazy(rows).filter(pl.col("benchmark") == BENCHMARK))
+    c = cfbench_components(materialized(rows, BENCHMARK))
     leaves, parents = pl.collect_all([c.leaves, c.parents])
     return point_estimates(leaves, parents)

@@ -13,8 +13,8 @@ from metrics.coverage import coverage_components
 from metrics.eifbench import eifbench_components
 from metrics.followbench import followbench_components
 from metrics.infobench import infobench_components
-from metrics.instances import as_lazy
-from metrics.schema import VERDICT_SCHEMA, VerdictError, describe_problem, first_problem
+from metrics.instances import materialized
+from metrics.schema import VerdictError, describe_problem, first_problem
 
 COMPONENTS: dict[str, Callable[[pl.LazyFrame], Components]] = {
     "cfbench": cfbench_components,
@@ -23,38 +23,10 @@ COMPONENTS: dict[str, Callable[[pl.LazyFrame], Components]] = {
     "infobench": infobench_components,
 }
 
-# The columns metrics read; the rest (run, judge, source...) are never loaded from Parquet.
-_USED = [
-    "benchmark",
-    "model",
-    "instance_id",
-    "group_id",
-    "level",
-    "category",
-    "split",
-    "instruction_idx",
-    "constraint_idx",
-    "constraint_type",
-    "priority",
-    "satisfied",
-    "source",
-    "status",
-]
-
-
-def _prepared(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
-    lf = as_lazy(rows)
-    schema = lf.collect_schema()
-    missing = [c for c in _USED if c not in schema]
-    if missing:
-        raise VerdictError(f"verdict rows: field '{missing[0]}': column missing")
-    return lf.select([pl.col(c).cast(VERDICT_SCHEMA[c]) for c in _USED])
-
 
 def components_of(rows: pl.LazyFrame | pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Validated leaves and parents of every metric, collected in one optimized query plan so the rows
-    are scanned once however many benchmarks they hold."""
-    lf = _prepared(rows).cache()
+    """Validated leaves and parents of every metric, collected in one query plan over rows read once."""
+    lf = materialized(rows)
     parts = [coverage_components(lf)]
     parts += [build(lf.filter(pl.col("benchmark") == name)) for name, build in COMPONENTS.items()]
     c = Components.concat(parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr
+from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr, materialized
 
 
 def coverage_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
@@ -23,5 +23,5 @@ def coverage_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
 
 
 def coverage_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    c = coverage_components(rows)
+    c = coverage_components(materialized(rows))
     return point_estimates(c.leaves.collect(), c.parents.collect())

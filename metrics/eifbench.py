@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 
 from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates, split_slice
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_rows
+from metrics.instances import INSTANCE_KEY, kept_rows, materialized
 
 BENCHMARK = "eifbench"
 
@@ -41,6 +41,6 @@ def eifbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
 
 def eifbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """GAcc, ILAcc, CLAcc of EIFBench rows: slices all and split=S; n = tasks."""
-    c = eifbench_components(as_lazy(rows).filter(pl.col("benchmark") == BENCHMARK))
+    c = eifbench_components(materialized(rows, BENCHMARK))
     leaves, parents = pl.collect_all([c.leaves, c.parents])
     return point_estimates(leaves, parents)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import polars as pl
 
 from metrics.components import Components, leaves_frame, point_estimates
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr
+from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr, materialized
 
 BENCHMARK = "followbench"
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
@@ -105,6 +105,6 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
 
 def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """HSR, SSR and CSL of FollowBench rows (other benchmarks' rows are ignored)."""
-    c = followbench_components(as_lazy(rows).filter(pl.col("benchmark") == BENCHMARK))
+    c = followbench_components(materialized(rows, BENCHMARK))
     leaves, parents = pl.collect_all([c.leaves, c.parents])
     return point_estimates(leaves, parents)

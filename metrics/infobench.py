@@ -8,7 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates, split_slice
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_rows
+from metrics.instances import INSTANCE_KEY, kept_rows, materialized
 
 BENCHMARK = "infobench"
 
@@ -61,6 +61,6 @@ def infobench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
 
 def infobench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """DRFR of InFoBench rows: slices all, split=S, constraint_type=T; n = rows."""
-    c = infobench_components(as_lazy(rows).filter(pl.col("benchmark") == BENCHMARK))
+    c = infobench_components(materialized(rows, BENCHMARK))
     leaves, parents = pl.collect_all([c.leaves, c.parents])
     return point_estimates(leaves, parents)

@@ -40,7 +40,7 @@ th:hover{color:var(--ink)}tbody tr:hover{background:#f0f3fa}
 .kpi b{display:block;font-size:20px}.kpi span{color:var(--muted);font-size:12px}
 svg.chart{max-width:100%;height:auto;display:block}
 figure{margin:0;flex:1 1 600px;min-width:0}figcaption{font-weight:600;margin:0 0 6px}
-svg .grid{stroke:#e3e6ea;stroke-width:1}svg .tick{font-size:11px;fill:#5f6672}
+svg .grid{stroke:#e3e6ea;stroke-width:1}svg .tick{font-size:11px;fill:#5f6672}svg .cell-label{font-size:11px}
 svg .axis{font-size:12px;fill:#1b1e23}svg .whisker{stroke:#1b1e23;stroke-width:1.2;opacity:.7}
 svg.line:hover .series{opacity:.15}svg.line .series:hover{opacity:1}
 svg.line .series:hover polyline{stroke-width:4}

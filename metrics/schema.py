@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,25 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
 }
 
+# The columns metrics read (all but run and judge): `read_verdicts(paths, columns=METRIC_COLUMNS)`
+# parses JSONL about a third faster than reading every column and dropping two.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "model",
+    "instance_id",
+    "group_id",
+    "level",
+    "category",
+    "split",
+    "instruction_idx",
+    "constraint_idx",
+    "constraint_type",
+    "priority",
+    "satisfied",
+    "source",
+    "status",
+)
+
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 # Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion.
@@ -50,32 +69,37 @@ def _as_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
     return [Path(p) for p in paths]
 
 
-def _scan_one(path: Path) -> pl.LazyFrame:
+def _scan_one(path: Path, columns: Sequence[str] | None = None) -> pl.LazyFrame:
+    wanted = {c: VERDICT_SCHEMA[c] for c in (columns or VERDICT_SCHEMA)}
     if not path.is_file():
         raise VerdictError(f"{path}: no such verdict file")
     suffix = path.suffix.lower()
     if suffix in _PARQUET_SUFFIXES:
         found = pl.read_parquet_schema(path)
-        missing = [c for c in VERDICT_SCHEMA if c not in found]
+        missing = [c for c in wanted if c not in found]
         if missing:
             raise VerdictError(f"{path}: field '{missing[0]}': column missing from the Parquet file")
         # Casting lets shards written with Categorical or narrower ints share one schema.
-        return pl.scan_parquet(path).select(
-            [pl.col(c).cast(t, strict=True) for c, t in VERDICT_SCHEMA.items()]
-        )
+        return pl.scan_parquet(path).select([pl.col(c).cast(t, strict=True) for c, t in wanted.items()])
     if suffix in _JSONL_SUFFIXES:
-        return pl.scan_ndjson(path, schema=VERDICT_SCHEMA)
+        return pl.scan_ndjson(path, schema=wanted)
     raise VerdictError(f"{path}: unknown verdict file type '{suffix}' (want .jsonl or .parquet)")
 
 
-def read_verdicts(paths: str | Path | Iterable[str | Path]) -> pl.LazyFrame:
-    """Lazily read verdict rows from JSONL and/or Parquet files into `VERDICT_SCHEMA`.
+def read_verdicts(
+    paths: str | Path | Iterable[str | Path], *, columns: Sequence[str] | None = None
+) -> pl.LazyFrame:
+    """Lazily read verdict rows from JSONL and/or Parquet files into `VERDICT_SCHEMA` (or only
+    `columns` of it, in schema order given; `METRIC_COLUMNS` is all that metrics need).
 
     Cheap checks (file exists, known type, Parquet columns) happen now; `validate_verdicts` reads the
     values and names the file, line and field of the first problem."""
-    frames = [_scan_one(p) for p in _as_paths(paths)]
+    unknown = [c for c in columns or () if c not in VERDICT_SCHEMA]
+    if unknown:
+        raise VerdictError(f"field '{unknown[0]}': not a verdict column")
+    frames = [_scan_one(p, columns) for p in _as_paths(paths)]
     if not frames:
-        return pl.LazyFrame(schema=VERDICT_SCHEMA)
+        return pl.LazyFrame(schema={c: VERDICT_SCHEMA[c] for c in (columns or VERDICT_SCHEMA)})
     return pl.concat(frames, how="vertical")
 
 

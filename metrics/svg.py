@@ -21,6 +21,16 @@ PALETTE: tuple[str, ...] = (
     "#97bbf5",
     "#9c6b4e",
     "#9498a0",
+    "#1f3f99",
+    "#b07d00",
+    "#c2402e",
+    "#2e8b7a",
+    "#1f6f2e",
+    "#c2417e",
+    "#6b35b8",
+    "#5c8fd6",
+    "#6b4430",
+    "#5f636b",
 )
 FONT = 'font-family="system-ui, sans-serif"'
 
@@ -31,6 +41,10 @@ def esc(text: object) -> str:
 
 def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
+
+
+def _money(v: float, scale: float) -> str:
+    return f"${v:,.2f}" if scale >= 10 else f"${v:.3f}" if scale >= 0.1 else f"${v:.4f}"
 
 
 def _fmt(v: float) -> str:
@@ -180,8 +194,9 @@ def bar_chart(
 
 
 def _heat(v: float) -> str:
-    # White to the palette blue; light text on dark cells is chosen by the caller.
-    r, g, b = (int(255 + (c - 255) * v) for c in (0x42, 0x69, 0xD0))
+    # Pale to deep blue; the caller picks light text for dark cells.
+    lo, hi = (0xF1, 0xF4, 0xFB), (0x1F, 0x3F, 0x99)
+    r, g, b = (int(a + (z - a) * v) for a, z in zip(lo, hi, strict=True))
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
@@ -217,12 +232,13 @@ def heatmap(
             if p is None or math.isnan(p.x):
                 continue
             x = left + c * cell_w
-            text_fill = "#fff" if p.x > 0.6 else "#1b1e23"
+            text_fill = "#ffffff" if p.x > 0.55 else "#1b1e23"
             body.append(
                 f'<g class="cell"><rect x="{_fmt(x)}" y="{_fmt(y)}" width="{cell_w - 2}" '
                 f'height="{cell_h - 2}" fill="{_heat(min(max(p.x, 0.0), 1.0))}"/>'
                 f'<text x="{_fmt(x + cell_w / 2 - 1)}" '
-                f'y="{_fmt(y + cell_h * 0.68)}" text-anchor="middle" fill="{text_fill}" class="tick" {FONT}>'
+                f'y="{_fmt(y + cell_h * 0.68)}" text-anchor="middle" '
+                f'style="fill:{text_fill}" class="cell-label" {FONT}>'
                 f"{p.x:.0%}</text><title>{esc(f'{row} · {col}: {p.x:.1%} (n={p.label})')}</title></g>"
             )
     return _frame(width, height, title, body, "heatmap")
@@ -250,7 +266,7 @@ def scatter(
         x = left + w * i / 4
         body.append(
             f'<text x="{_fmt(x)}" y="{_fmt(top + plot_h + 18)}" text-anchor="middle" class="tick" '
-            f"{FONT}>{esc(f'${x_max * i / 4:,.2f}')}</text>"
+            f"{FONT}>{esc(_money(x_max * i / 4, x_max))}</text>"
         )
     body.append(
         f'<text x="{_fmt(left + w / 2)}" y="{_fmt(height - 8)}" text-anchor="middle" class="axis" '

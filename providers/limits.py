@@ -194,8 +194,8 @@ class Admission:
     tokens: int
 
 
-# Below this share of a window left, wait for its reset instead of running into the wall.
-LOW_REMAINING_FRACTION = 0.05
+# Shorter slow-downs happen constantly near a limit; only longer ones are worth an event.
+_ANNOUNCE_PAUSE_S = 0.5
 # A reset header further out than this is treated as garbage rather than obeyed.
 MAX_PAUSE_S = 120.0
 
@@ -287,9 +287,9 @@ class EndpointLimiter:
         if ok:
             self.concurrency.on_success()
             if used_tokens:
-                now = self.clock.now()
-                self._usage.append((now, used_tokens))
+                self._usage.append((self.clock.now(), used_tokens))
                 self._usage_sum += used_tokens
+                self._prune_usage()  # memory stays bounded by a minute of calls
 
     def on_rate_limited(self, admission: Admission, wait_s: float | None) -> None:
         self.concurrency.on_rate_limited(admission.generation)
@@ -309,34 +309,47 @@ class EndpointLimiter:
 
     @property
     def tokens_per_min(self) -> int:
+        self._prune_usage()
+        return self._usage_sum
+
+    def _prune_usage(self) -> None:
         horizon = self.clock.now() - 60.0
         while self._usage and self._usage[0][0] < horizon:
             self._usage_sum -= self._usage.popleft()[1]
-        return self._usage_sum
 
     def observe(self, headers: Mapping[str, str]) -> None:
-        """Learn limits a provider announces and slow down before its window runs dry."""
-        for window, unit in (("requests", "requests"), ("tokens", "tokens")):
+        """Learn limits a provider announces, and slow down before its window runs dry: when what is
+        left would not cover the calls already in flight, wait until the provider has refilled the
+        shortfall (never longer than its announced reset)."""
+        for window in ("requests", "tokens"):
             limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
             if limit is not None and limit > 0:
-                self._learn(window, limit, unit)
+                self._learn(window, limit)
             remaining = _int(header(headers, f"x-ratelimit-remaining-{window}"))
             if remaining is None:
                 continue
-            known = limit if limit else (self.rpm_limit if window == "requests" else self.tpm_limit)
-            if known is None or remaining > max(1, known * LOW_REMAINING_FRACTION):
+            known = limit or (self.rpm_limit if window == "requests" else self.tpm_limit)
+            need = self.concurrency.in_flight * (1 if window == "requests" else self._tokens_per_call())
+            if not known or remaining >= need + 1:
                 continue
+            wait = (need + 1 - remaining) * 60.0 / known
             reset_text = header(headers, f"x-ratelimit-reset-{window}")
             reset = parse_duration(reset_text) if reset_text else None
-            if reset and reset > 0 and self.pause(reset):
+            if reset is not None:
+                wait = min(wait, reset)
+            if wait > 0 and self.pause(wait) and wait >= _ANNOUNCE_PAUSE_S:
                 self._say(
                     "backoff",
-                    f"only {remaining} of {known} {unit} left at {self.name}: "
-                    f"pausing {reset:.1f} s until the window resets",
-                    reset,
+                    f"{remaining} {window} left of {known}/min at {self.name} with "
+                    f"{self.concurrency.in_flight} calls in flight: pausing {wait:.1f} s",
+                    wait,
                 )
 
-    def _learn(self, window: str, limit: int, unit: str) -> None:
+    def _tokens_per_call(self) -> int:
+        count = len(self._usage)
+        return self._usage_sum // count if count else 1
+
+    def _learn(self, window: str, limit: int) -> None:
         if window == "requests":
             if self._rpm_configured or self.rpm_limit == limit:
                 return
@@ -347,7 +360,7 @@ class EndpointLimiter:
                 return
             self._set_tpm(limit)
             self.tpm_learned = True
-        self._say("limit_learned", f"{self.name} announces {limit} {unit}/min: pacing to it", None)
+        self._say("limit_learned", f"{self.name} announces {limit} {window}/min: pacing to it", None)
 
     def _say(self, kind: EventKind, message: str, wait_s: float | None) -> None:
         if self._emit is not None:

@@ -6,7 +6,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal
 
@@ -88,6 +88,7 @@ class _Counters:
     rate_limited: int = 0
     errors: int = 0
     usage_estimated: int = 0
+    error_kinds_told: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -357,7 +358,7 @@ class Endpoint:
             deadline.reschedule(loop.time() + self.spec.timeout_s)
         attempts.count += 1
         try:
-            reply = await self._send(messages, api_key, deadline, loop)
+            reply = await self._send(messages, api_key)
         except Exception as exc:
             return await self._failed(exc, admission, attempts, prompt_tokens, deadline, loop)
         except BaseException:
@@ -367,13 +368,7 @@ class Endpoint:
             raise
         return self._done(reply, admission, messages, attempts, prompt_tokens)
 
-    async def _send(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        api_key: str | None,
-        deadline: asyncio.Timeout,
-        loop: asyncio.AbstractEventLoop,
-    ) -> Reply:
+    async def _send(self, messages: Sequence[Mapping[str, str]], api_key: str | None) -> Reply:
         sender = self._sender
         if isinstance(sender, FastSender):
             assert api_key is not None
@@ -481,6 +476,7 @@ class Endpoint:
             attempts=attempts.count,
             rate_limited=attempts.rate_limited,
             path=self.path,
+            usage_estimated=estimated,
         )
 
     def _ambiguous_cost(self, attempts: _Attempts, prompt_tokens: int) -> float:
@@ -497,7 +493,13 @@ class Endpoint:
         start: float | None,
         prompt_tokens: int = 0,
     ) -> Completion:
-        self._shared.counters.errors += 1
+        counters = self._shared.counters
+        counters.errors += 1
+        scrubbed = self._pool.scrub(message)
+        if kind not in counters.error_kinds_told:
+            # Once per kind and endpoint: a bad key would otherwise flood the progress display.
+            counters.error_kinds_told.add(kind)
+            self._pool._emit(ProviderEvent("error", self.spec.model, f"{kind} error: {scrubbed}", None))
         began = attempts.started if attempts.started is not None else start
         return Completion(
             status="error",
@@ -507,7 +509,7 @@ class Endpoint:
             attempts=attempts.count,
             rate_limited=attempts.rate_limited,
             error_kind=kind,
-            error_message=self._pool.scrub(message),
+            error_message=scrubbed,
             path=self.path,
         )
 

@@ -87,14 +87,3 @@ def estimate_tokens(messages: Sequence[Mapping[str, str]]) -> int:
         wide = extra // 2  # a CJK character is 3 bytes: 2 extra
         total += 4 + (chars - wide + 1) // 2 + (3 * wide + 1) // 2
     return total
-
-
-def count_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
-    """litellm's tokenizer count: used only when a provider sent no usage."""
-    litellm = import_litellm()
-    return int(litellm.token_counter(model=model, messages=list(messages)))
-
-
-def count_text_tokens(model: str, text: str) -> int:
-    litellm = import_litellm()
-    return int(litellm.token_counter(model=model, text=text))

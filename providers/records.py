@@ -67,6 +67,7 @@ class Completion:
     error_kind: ErrorKind | None = None
     error_message: str | None = None  # scrubbed of keys and Authorization headers
     path: Literal["fast", "litellm"] = "fast"
+    usage_estimated: bool = False  # the provider sent no usage: tokens and cost are our estimate
 
 
 class BudgetExhausted(Exception):

@@ -7,11 +7,14 @@ import re
 from collections.abc import Iterable
 
 # Bearer tokens and Authorization / api-key header values as exceptions print them (repr of a dict,
-# "Authorization: Bearer ...", x-api-key=...). The value runs to the next quote, comma, brace or space.
+# "Authorization: Bearer ...", x-api-key=...). The value runs to the next quote, comma, bracket or space.
+# Never match our own marker, so scrubbing twice changes nothing.
+_VALUE = r"(?!\[REDACTED\])(?!bearer\s)[^\s'\",})\]]+"
 _PATTERNS = (
-    re.compile(r"(?i)(bearer\s+)[^\s'\",}]+"),
+    re.compile(r"(?i)(bearer\s+)" + _VALUE),
     re.compile(
-        r"(?i)((?:authorization|x-api-key|api[-_]key|x-goog-api-key)['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"
+        r"(?i)((?:authorization|x-api-key|api[-_]key|x-goog-api-key)['\"]?\s*[:=]\s*['\"]?(?:bearer\s+)?)"
+        + _VALUE
     ),
 )
 _REDACTED = "[REDACTED]"

@@ -130,7 +130,7 @@ def cut_to_tokens(text: str, max_tokens: int) -> Reply:
 
 
 def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) -> str:
-    """Plausible prose of 30-300 tokens ending in a `(sim-quality q)` line; depends on model and prompt."""
+    """Plausible prose of 30-300 tokens after a `(sim-quality q)` line; depends on model and prompt."""
     rng = random.Random(_digest(b"answer", str(seed).encode(), model.encode(), orjson.dumps(messages)))
     topic = _topic(messages)
     quality_line = f"(sim-quality {model_quality(model):.2f})"
@@ -152,7 +152,8 @@ def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) 
         in_paragraph = 1 if sep != " " else in_paragraph + 1
         parts.append(sep + sentence)
         used += len(sentence) + len(sep)
-    return "".join(parts) + "\n" + quality_line
+    # The marker comes first so that an answer cut at max_tokens still carries it.
+    return quality_line + "\n" + "".join(parts)
 
 
 def answer(model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | None, seed: int) -> Reply:
@@ -168,9 +169,9 @@ def answer(model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | 
 # Only short marker phrases of each benchmark's judge template are used (facts about the prompt shape);
 # the templates themselves live with the benchmarks, never here.
 
-_FB_COUNT_RE = re.compile(r"Python LIST with (\d+) elements?")
-_FB_ANSWER = "#Answer of Initial Instruction"
-_FB_SYSTEM = "\n\n#System#"
+_FB_COUNT_RE = re.compile(r"Python LIST with (\d+) elements?|包含(\d+)个元素")
+_FB_ANSWER_RE = re.compile(r"#(?:Answer of Initial Instruction[^#\n]*|初始指令 \+ \d+个约束的答案)#\n")
+_FB_SYSTEM_RE = re.compile(r"\n\n#(?:System|系统)#")
 _IFB_MARKER = "answer the ensuing Questions with either a YES or NO choice"
 _IFB_TEXT_START = 'Generated Text:\n"'
 _IFB_TEXT_END = '"\n\nQuestion:\n'
@@ -203,10 +204,10 @@ def judge_reply(messages: Sequence[Mapping[str, Any]], seed: int) -> str | None:
     if not users:
         return None
     last = users[-1]
-    if "#System#" in last:
+    if "#System#" in last or "#系统#" in last:
         match = _FB_COUNT_RE.search(last)
         if match:
-            return _followbench(last, int(match.group(1)), seed)
+            return _followbench(last, int(match.group(1) or match.group(2)), seed)
     if _IFB_MARKER in last or any(_IFB_MARKER in message_text(m) for m in messages):
         return _infobench(messages, users, seed)
     if _CFB_CRITERIA in last and _CFB_END in last and _CFB_RESPONSE in last:
@@ -217,13 +218,11 @@ def judge_reply(messages: Sequence[Mapping[str, Any]], seed: int) -> str | None:
 
 
 def _followbench(prompt: str, n: int, seed: int) -> str:
-    start = prompt.find(_FB_ANSWER)
     judged = prompt
-    if start >= 0:
-        body_start = prompt.find("#\n", start + len(_FB_ANSWER))
-        end = prompt.rfind(_FB_SYSTEM)
-        if body_start >= 0 and end >= body_start:
-            judged = prompt[body_start + 2 : end]
+    header = _FB_ANSWER_RE.search(prompt)
+    ends = list(_FB_SYSTEM_RE.finditer(prompt))
+    if header is not None and ends and ends[-1].start() >= header.end():
+        judged = prompt[header.end() : ends[-1].start()]
     q = read_quality(judged)
     verdicts = ["YES" if decide(judged, str(i), seed, q) else "NO" for i in range(n)]
     met = verdicts.count("YES")

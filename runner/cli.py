@@ -39,7 +39,7 @@ def _is_user_error(e: Exception) -> bool:
     from benchmarks import DataError
     from runner.config import ConfigError
 
-    names = {type(x).__name__ for x in type(e).__mro__}
+    names = {cls.__name__ for cls in type(e).__mro__}
     # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
     # module need not import the modules that define them.
     return isinstance(e, ConfigError | DataError | UsageError) or bool(
@@ -110,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", type=Path, required=True)
     c.add_argument("--scoring", choices=["paper", "reference"], default="paper")
     c.add_argument("--data", type=Path, help="the benchmark's data, where the output files lack fields")
+    c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a benchmark option")
     c.set_defaults(handler=_cmd_import)
     return p
 
@@ -232,22 +233,21 @@ def _cmd_bench_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_check(args: argparse.Namespace) -> int:
-    from runner.checking import check_benchmark
+    from runner.checking import check_benchmark, parse_options
 
-    options: dict[str, object] = {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--option {item!r}: expected KEY=VALUE")
-        options[key] = value.split(",") if key == "categories" else value
-    print(check_benchmark(args.name, args.data, options))
+    print(check_benchmark(args.name, args.data, parse_options(args.option)))
     return EXIT_OK
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
+    from runner.checking import parse_options
     from runner.importing import import_reference
 
-    print(import_reference(args.benchmark, args.files, out=args.out, scoring=args.scoring, data=args.data))
+    options = parse_options(args.option)
+    summary = import_reference(
+        args.benchmark, args.files, out=args.out, scoring=args.scoring, data=args.data, options=options
+    )
+    print(summary)
     return EXIT_OK
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import orjson
 
 import benchmarks
-from benchmarks import ImportedResult, Message
+from benchmarks import DataError, ImportedResult, Message
 from providers.records import Completion, EndpointSpec
 from runner.config import BenchmarkConfig, ScoringMode
 from runner.errors import UsageError
 from runner.pipeline import BenchJob, Counters, Pipeline
+from runner.shards import RunStore
 
 
 def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:
@@ -44,29 +46,54 @@ class ReplayEndpoint:
 
 
 def import_reference(
-    name: str, files: list[Path], *, out: Path, scoring: ScoringMode, data: Path | None = None
+    name: str,
+    files: list[Path],
+    *,
+    out: Path,
+    scoring: ScoringMode,
+    data: Path | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> str:
-    from runner.shards import RunStore
-
+    """Replay the answers and judge replies stored in `files` (a reference tool's output) into the run
+    directory `out`, scored in `scoring` mode; a one-line summary. A (model, instance) whose judge reply
+    is missing gets an error verdict, never a guessed one."""
+    opts = dict(options or {})
     if name not in benchmarks.names():
         raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(benchmarks.names())}")
     bench = benchmarks.get(name)
     reader = getattr(bench, "read_reference_outputs", None)
     if reader is None:
         raise UsageError(f"{name}: importing reference outputs is not supported")
+    unknown = set(opts) - set(bench.options)
+    if unknown:
+        known = ", ".join(sorted(bench.options)) or "none"
+        raise UsageError(f"{name} has no option {sorted(unknown)[0]!r}; options: {known}")
     for f in files:
         if not f.exists():
             raise UsageError(f"{f}: no such file")
-    results: list[ImportedResult] = list(reader(files, data, {}))
+    if data is not None and not data.exists():
+        raise UsageError(f"{data}: no such file or folder")
+    try:
+        bench.validate_options(opts)
+        results: list[ImportedResult] = list(reader(files, data, opts))
+    except DataError:
+        raise
+    except ValueError as e:
+        # Readers say what is missing (EIFBench and FollowBench need --data) with a plain ValueError.
+        raise UsageError(str(e)) from None
+    if not results:
+        raise UsageError(f"{name}: no answers found in {', '.join(map(str, files))}")
     job = BenchJob(
-        cfg=BenchmarkConfig(name=name, data=data, limit=None, scoring=scoring, reask=0, options={}),
+        cfg=BenchmarkConfig(name=name, data=data, limit=None, scoring=scoring, reask=0, options=opts),
         bench=bench,
         template_version=bench.template_version(),
     )
     judge = ReplayEndpoint(EndpointSpec(label="imported-judge", model="imported/judge"))
     models: dict[str, ReplayEndpoint] = {}
     for r in results:
-        ep = models.setdefault(r.model, ReplayEndpoint(EndpointSpec(label=r.model, model=f"imported/{r.model}")))
+        ep = models.setdefault(
+            r.model, ReplayEndpoint(EndpointSpec(label=r.model, model=f"imported/{r.model}"))
+        )
         ep.add(r.instance.messages, r.response)
         for task in bench.plan(r.instance, r.response, scoring).judge_tasks:
             earlier: tuple[str, ...] = ()
@@ -93,4 +120,6 @@ def import_reference(
         store.close()
     done = sum(c.done for c in counters.values())
     errors = sum(c.errors for c in counters.values())
-    return f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored, {errors} errors"
+    return (
+        f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored, {errors} errors"
+    )

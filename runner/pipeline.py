@@ -100,7 +100,11 @@ class Pipeline:
         c = self.counters[(spec.label, job.cfg.name)]
         gen_key = self.generation_key(spec, inst)
         v_key = self.verdict_key(gen_key, spec, job)
-        if self._cached(v_key) is not None:
+        cached = self._cached(v_key)
+        if cached is not None:
+            if cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+                c.errors += 1
+                return "error"
             c.cached += 1
             c.done += 1
             return "cached"
@@ -259,6 +263,7 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "error_kind": c.error_kind,
         "error_message": c.error_message,
         "path": c.path,
+        "usage_estimated": c.usage_estimated,
         "ts": time.time(),
     }
 

@@ -7,6 +7,7 @@ newest record is still an error (what a resume would retry).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -15,20 +16,40 @@ import orjson
 
 from runner.shards import DamageReport, scan_shards
 
-__all__ = ["SUMMARY_NAME", "status_table"]
+__all__ = ["SUMMARY_NAME", "status_table", "summary_name"]
 
 SUMMARY_NAME = "summary.json"
 
 
-def _planned(run_dir: Path) -> dict[tuple[str, str], int]:
-    path = run_dir / SUMMARY_NAME
+_PARTITION_RE = re.compile(r"p(\d+)of(\d+)")
+
+
+def summary_name(writer_id: str) -> str:
+    """The summary file a writer keeps: `summary.json` for an unpartitioned run, `summary-p0of4.json`
+    for partition 0 of 4. One file per writer, because partitions sharing a run dir would otherwise
+    overwrite each other's plan and the last one to finish would decide `planned`."""
+    return SUMMARY_NAME if writer_id == "main" else f"summary-{writer_id}.json"
+
+
+def _writer_slot(path: Path) -> tuple[int, int] | None:
+    """(partition count, index) a summary file speaks for; None for files no sweep writes."""
+    if path.name == SUMMARY_NAME:
+        return (1, 0)
+    m = _PARTITION_RE.fullmatch(path.name[len("summary-") : -len(".json")])
+    if m is None or not path.name.startswith("summary-"):
+        return None
+    index, count = int(m.group(1)), int(m.group(2))
+    return (count, index) if 0 <= index < count else None
+
+
+def _read_summary(path: Path) -> tuple[float, dict[tuple[str, str], int]]:
     try:
         summary = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        return {}
     except orjson.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from None
-    entries = summary.get("by_model", []) if isinstance(summary, dict) else []
+    if not isinstance(summary, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    entries = summary.get("by_model", [])
     if not isinstance(entries, list):
         raise ValueError(f"{path}: field 'by_model': expected a list")
     out: dict[tuple[str, str], int] = {}
@@ -36,13 +57,40 @@ def _planned(run_dir: Path) -> dict[tuple[str, str], int]:
         if not isinstance(item, dict) or not isinstance(item.get("planned"), int):
             raise ValueError(f"{path}: by_model[{i}]: expected an object with an integer 'planned'")
         out[(str(item.get("model")), str(item.get("benchmark")))] = item["planned"]
-    return out
+    updated = summary.get("updated_at", 0.0)
+    return (float(updated) if isinstance(updated, int | float) else 0.0), out
+
+
+def _planned(run_dir: Path) -> dict[tuple[str, str], int]:
+    """Planned pairs per (model, benchmark), from the newest complete set of summaries: the one
+    summary.json of an unpartitioned run, or all n files of a run split in n partitions (each plans only
+    its own keys, so their counts add up). An incomplete set (a partition that never started) says
+    nothing reliable, so it gives {} and `planned` shows as unknown."""
+    groups: dict[int, dict[int, Path]] = defaultdict(dict)
+    for path in run_dir.glob("summary*.json"):
+        slot = _writer_slot(path)
+        if slot is not None:
+            groups[slot[0]][slot[1]] = path
+    best: tuple[float, dict[tuple[str, str], int]] | None = None
+    for count, files in groups.items():
+        if len(files) != count:
+            continue
+        total: dict[tuple[str, str], int] = defaultdict(int)
+        newest = 0.0
+        for path in files.values():
+            updated, planned = _read_summary(path)
+            newest = max(newest, updated)
+            for group, n in planned.items():
+                total[group] += n
+        if best is None or newest > best[0]:
+            best = (newest, dict(total))
+    return {} if best is None else best[1]
 
 
 def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> list[dict[str, Any]]:
     """Rows {model, benchmark, planned, done, errors, spent_usd}, sorted by model then benchmark.
-    `planned` is None when RUN_DIR/summary.json does not say; `done` counts instances with a verdict
-    whose rows hold no error."""
+    `planned` is None when no complete set of summary files says (see `_planned`); `done` counts
+    instances with a verdict whose rows hold no error."""
     run_dir = Path(run_dir)
     spent: dict[tuple[str, str], float] = defaultdict(float)
     # newest per key: (model, benchmark, is_error, instance_id or None for calls)

@@ -5,6 +5,7 @@ Everything that can be wrong with the config or the data is found before the run
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -25,6 +26,8 @@ from runner.manifest import BenchmarkEntry, Manifest, ModelEntry, compare, read_
 from runner.pipeline import BenchJob, Counters, Pipeline
 from runner.progress import ProgressState, run_progress
 from runner.scheduler import EXIT_CODES, StopControl, SweepStatus, Work, count_planned, run_models
+from runner.shards import DiskFullError
+from runner.status import summary_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,7 @@ async def run_sweep(
                     outer.start_soon(store.flusher)
                     outer.start_soon(run_progress, state, progress or cfg.run.progress)
                     outer.start_soon(_watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store)
-                    outer.start_soon(_write_summary_every, run_dir, counters, budget, started)
+                    outer.start_soon(_write_summary_every, run_dir, counters, budget, started, writer_id)
                     try:
                         await run_models(cfg, work, pipeline, endpoints, stop, keep)
                     finally:
@@ -144,12 +147,19 @@ async def run_sweep(
             status = stop.reason
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
+        try:
+            store.flush()
+        except DiskFullError as e:
+            status, message = "failed", _describe(e)
         result = _result(status, counters, budget.spent_usd, message)
-        store.flush()
-        write_summary(run_dir, result.status, result, counters, budget, started)
+        try:
+            write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
+        except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
+            print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
     finally:
-        store.close()
+        with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
+            store.close()
 
 
 class IncompatibleRun(ValueError):
@@ -227,7 +237,9 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
 
 def _describe(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup):
-        return "; ".join(_describe(x) for x in e.exceptions)
+        return "; ".join(dict.fromkeys(_describe(x) for x in e.exceptions))
+    if isinstance(e, DiskFullError):
+        return f"{e.strerror or e}; free space (or raise the limit) and run the same command again to resume"
     return f"{type(e).__name__}: {e}"
 
 
@@ -278,10 +290,17 @@ def _result(status: SweepStatus, counters: dict[tuple[str, str], Counters], spen
     )
 
 
-async def _write_summary_every(run_dir: Path, counters: dict[tuple[str, str], Counters], budget: Any, started: float) -> None:
+async def _write_summary_every(
+    run_dir: Path,
+    counters: dict[tuple[str, str], Counters],
+    budget: Any,
+    started: float,
+    writer_id: str = "main",
+) -> None:
     while True:
         await anyio.sleep(2.0)
-        write_summary(run_dir, "running", _result("complete", counters, budget.spent_usd, ""), counters, budget, started)
+        result = _result("complete", counters, budget.spent_usd, "")
+        write_summary(run_dir, "running", result, counters, budget, started, writer_id)
 
 
 def write_summary(
@@ -291,9 +310,10 @@ def write_summary(
     counters: dict[tuple[str, str], Counters],
     budget: Any,
     started: float,
+    writer_id: str = "main",
 ) -> None:
-    """RUN_DIR/summary.json, replaced atomically so a reader never sees half of it. `status` is the
-    sweep's status, or "running" while it goes on."""
+    """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
+    atomically so a reader never sees half of it. `status` is the sweep's status, or "running"."""
     body = {
         "status": status,
         "message": result.message,
@@ -316,7 +336,7 @@ def write_summary(
             for (model, bench), c in sorted(counters.items())
         ],
     }
-    atomic_write(run_dir / "summary.json", orjson.dumps(body, option=orjson.OPT_INDENT_2))
+    atomic_write(run_dir / summary_name(writer_id), orjson.dumps(body, option=orjson.OPT_INDENT_2))
 
 
 def atomic_write(path: Path, data: bytes) -> None:

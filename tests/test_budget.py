@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from providers.budget import Budget
 from providers.records import BudgetExhausted
@@ -52,3 +54,28 @@ def test_bad_caps() -> None:
         Budget(-1.0)
     with pytest.raises(ValueError, match="m1"):
         Budget(1.0).add_scope("m1", 1.0, spent_usd=-2)
+
+
+@given(
+    cap=st.floats(0.0, 10.0),
+    ops=st.lists(st.tuples(st.floats(0.0, 3.0), st.floats(0.0, 1.0), st.booleans()), max_size=60),
+)
+def test_spent_never_exceeds_cap_when_calls_cost_at_most_their_reservation(
+    cap: float, ops: list[tuple[float, float, bool]]
+) -> None:
+    budget = Budget(cap)
+    held = []
+    for amount, share, settle_now in ops:
+        try:
+            held.append((budget.reserve(["x"], amount), amount * share))
+        except BudgetExhausted as exc:
+            assert exc.needed_usd == amount
+        if settle_now and held:
+            res, actual = held.pop(0)
+            budget.settle(res, actual)
+        assert budget.spent_usd + budget.reserved_usd <= cap + 1e-9
+    for res, actual in held:
+        budget.settle(res, actual)
+    assert budget.spent_usd <= cap + 1e-9
+    assert budget.spent_usd == pytest.approx(budget.spent_by("x"))
+    assert budget.reserved_usd == pytest.approx(0.0, abs=1e-9)

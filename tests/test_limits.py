@@ -116,7 +116,7 @@ def test_request_pacer_is_smooth() -> None:
         return stamps
 
     stamps = asyncio.run(run())
-    assert stamps[19] < 0.2  # the first second's quota is allowed at once
+    assert stamps[19] < 0.5  # the first second's quota is allowed at once
     assert stamps[39] > 0.85  # then 20 more take about a second, not an instant
     # a leaky bucket allows burst + rate * w in any window w: here at most 20 + 10 in half a second
     # (a minute's quota in one burst would be 1200)
@@ -128,16 +128,17 @@ def test_endpoint_limiter_learns_limits_and_slows_before_the_wall() -> None:
         clock = FakeClock()
         events: list[ProviderEvent] = []
         lim = EndpointLimiter(
-            "openai/x", rpm=None, tpm=None, max_concurrency=4, clock=clock, emit=events.append
+            "openai/x", rpm=None, tpm=None, max_concurrency=16, clock=clock, emit=events.append
         )
         lim.observe({"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "30000"})
         assert (lim.rpm_limit, lim.tpm_limit, lim.rpm_learned, lim.tpm_learned) == (500, 30000, True, True)
         assert [e.kind for e in events] == ["limit_learned", "limit_learned"]
         assert "500 requests/min" in events[0].message
-        # plenty left: no pause
+        slots = [await lim.admit(0) for _ in range(8)]
+        # plenty left for the 8 calls in flight: no pause
         lim.observe({"x-ratelimit-remaining-requests": "400", "x-ratelimit-reset-requests": "2s"})
         assert lim.pause_left_s() == 0.0
-        # 3 of 500 left: wait for the window's reset before sending more
+        # 3 left but 8 in flight: wait until the provider refills the 6 missing (6 / 500 per min = 0.72 s)
         lim.observe(
             {
                 "x-ratelimit-limit-requests": "500",
@@ -145,10 +146,16 @@ def test_endpoint_limiter_learns_limits_and_slows_before_the_wall() -> None:
                 "x-ratelimit-reset-requests": "1.5s",
             }
         )
-        assert lim.pause_left_s() == pytest.approx(1.5)
-        assert events[-1].kind == "backoff" and events[-1].wait_s == pytest.approx(1.5)
+        assert lim.pause_left_s() == pytest.approx(0.72)
+        assert events[-1].kind == "backoff" and events[-1].wait_s == pytest.approx(0.72)
+        assert "3 requests left of 500/min" in events[-1].message
+        # ...but never longer than the announced reset
+        lim.observe({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0.9s"})
+        assert lim.pause_left_s() == pytest.approx(0.9)
+        for slot in slots:
+            lim.release(slot, used_tokens=0, ok=False)
         admission = await lim.admit(100)
-        assert clock.t == pytest.approx(1.5)  # admit waited out the pause
+        assert clock.t == pytest.approx(0.9)  # admit waited out the pause
         lim.release(admission, used_tokens=40, ok=True)
         assert lim.tokens_per_min == 40
 
@@ -177,5 +184,18 @@ def test_rate_limited_pauses_whole_endpoint_and_refunds_tokens() -> None:
         assert lim.bucket.available == pytest.approx(5000)
         await lim.admit(10)
         assert clock.t == pytest.approx(3.0)
+
+    asyncio.run(run())
+
+
+def test_usage_window_stays_bounded() -> None:
+    async def run() -> None:
+        clock = FakeClock()
+        lim = EndpointLimiter("m", rpm=None, tpm=None, max_concurrency=1, clock=clock)
+        for _ in range(500):
+            lim.release(await lim.admit(0), used_tokens=10, ok=True)
+            clock.t += 1.0
+        assert lim.tokens_per_min == 600  # the last 60 calls: one per second
+        assert len(lim._usage) <= 61  # memory is a minute of calls, not the whole sweep
 
     asyncio.run(run())

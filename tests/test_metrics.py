@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,16 @@ Key = tuple[str, str, str, str]
 def row(benchmark: str, model: str, instance_id: str, idx: int, satisfied: bool | None, **kw: Any) -> Row:
     base: Row = {c: None for c in VERDICT_SCHEMA}
     base.update(
-        run="r", benchmark=benchmark, model=model, judge="j", instance_id=instance_id, group_id=instance_id,
-        constraint_idx=idx, satisfied=satisfied, source="judge", status="ok",
+        run="r",
+        benchmark=benchmark,
+        model=model,
+        judge="j",
+        instance_id=instance_id,
+        group_id=instance_id,
+        constraint_idx=idx,
+        satisfied=satisfied,
+        source="judge",
+        status="ok",
     )
     base.update(kw)
     if base["status"] != "ok":
@@ -36,7 +45,10 @@ def frame(rows: list[Row]) -> pl.DataFrame:
 
 
 def as_dict(df: pl.DataFrame) -> dict[Key, tuple[float, int]]:
-    return {(r["benchmark"], r["model"], r["metric"], r["slice"]): (r["value"], r["n"]) for r in df.iter_rows(named=True)}
+    return {
+        (r["benchmark"], r["model"], r["metric"], r["slice"]): (r["value"], r["n"])
+        for r in df.iter_rows(named=True)
+    }
 
 
 # ---------------------------------------------------------------- slow reference (one loop per definition)
@@ -62,7 +74,9 @@ def reference(rows: list[Row]) -> dict[Key, tuple[float, int]]:
         out[(b, m, "coverage", "all")] = (sum(oks) / len(oks), len(oks))
     for (b, m), instances in kept.items():
         if b == "followbench":
-            out.update(ref_followbench(m, instances, [rs for (bb, mm, _), rs in inst.items() if (bb, mm) == (b, m)]))
+            out.update(
+                ref_followbench(m, instances, [rs for (bb, mm, _), rs in inst.items() if (bb, mm) == (b, m)])
+            )
         elif b == "infobench":
             out.update(ref_infobench(m, instances))
         elif b == "cfbench":
@@ -77,10 +91,11 @@ def ref_followbench(m: str, kept: list[list[Row]], seen: list[list[Row]]) -> dic
     cells: dict[tuple[str, int], list[list[Row]]] = defaultdict(list)
     for rs in kept:
         cells[(rs[0]["category"], rs[0]["level"])].append(rs)
-    for metric, f in (
+    fns: tuple[tuple[str, Callable[[list[Row]], float]], ...] = (
         ("HSR", lambda rs: float(all(r["satisfied"] for r in rs))),
         ("SSR", lambda rs: mean([float(r["satisfied"]) for r in rs])),
-    ):
+    )
+    for metric, f in fns:
         by_level: dict[int, list[float]] = defaultdict(list)
         for (c, lv), group in cells.items():
             v = mean([f(rs) for rs in group])
@@ -142,7 +157,9 @@ def ref_psr(rs: list[Row]) -> float:
     return float(0.5 + 0.5 * mean([float(s) for s in secondary]) > 0.8)
 
 
-def per_instance_means(bench: str, m: str, kept: list[list[Row]], fns: dict[str, Any]) -> dict[Key, tuple[float, int]]:
+def per_instance_means(
+    bench: str, m: str, kept: list[list[Row]], fns: dict[str, Any]
+) -> dict[Key, tuple[float, int]]:
     out: dict[Key, tuple[float, int]] = {}
     for metric, f in fns.items():
         buckets: dict[str, list[float]] = defaultdict(list)
@@ -156,7 +173,9 @@ def per_instance_means(bench: str, m: str, kept: list[list[Row]], fns: dict[str,
 
 def ref_cfbench(m: str, kept: list[list[Row]]) -> dict[Key, tuple[float, int]]:
     return per_instance_means(
-        "cfbench", m, kept,
+        "cfbench",
+        m,
+        kept,
         {
             "CSR": lambda rs: mean([float(r["satisfied"]) for r in rs]),
             "ISR": lambda rs: float(all(r["satisfied"] for r in rs)),
@@ -174,7 +193,9 @@ def ref_ilacc(rs: list[Row]) -> float:
 
 def ref_eifbench(m: str, kept: list[list[Row]]) -> dict[Key, tuple[float, int]]:
     return per_instance_means(
-        "eifbench", m, kept,
+        "eifbench",
+        m,
+        kept,
         {
             "GAcc": lambda rs: float(all(r["satisfied"] for r in rs)),
             "ILAcc": ref_ilacc,
@@ -196,7 +217,9 @@ def verdict_rows(draw: st.DrawFn) -> list[Row]:
             for k in draw(st.sets(st.integers(0, 24), min_size=1, max_size=14)):
                 group = k // 5
                 meta = {
-                    "level": draw(st.integers(1, 5)) if bench != "followbench" or draw(st.booleans()) else k % 5 + 1,
+                    "level": draw(st.integers(1, 5))
+                    if bench != "followbench" or draw(st.booleans())
+                    else k % 5 + 1,
                     "category": f"c{group % 2}",
                     "group_id": f"g{group}",
                     "split": draw(st.sampled_from(["easy", "hard", None])),
@@ -206,8 +229,15 @@ def verdict_rows(draw: st.DrawFn) -> list[Row]:
                     status = draw(st.sampled_from(["unparsed", "error"])) if broken and idx == 0 else "ok"
                     rows.append(
                         row(
-                            bench, model, f"{bench}-{k}", idx, draw(st.booleans()), status=status,
-                            constraint_type=draw(st.sampled_from(["fmt", "len", "fmt|len", "len | tone", None])),
+                            bench,
+                            model,
+                            f"{bench}-{k}",
+                            idx,
+                            draw(st.booleans()),
+                            status=status,
+                            constraint_type=draw(
+                                st.sampled_from(["fmt", "len", "fmt|len", "len | tone", None])
+                            ),
                             priority=draw(st.sampled_from(["primary", "secondary", None])),
                             instruction_idx=draw(st.sampled_from([0, 1, 2, None])),
                             **meta,
@@ -235,8 +265,12 @@ def test_per_benchmark_functions_agree_with_compute_metrics(rows: list[Row]) -> 
     df = frame(rows)
     whole = compute_metrics(df).filter(pl.col("metric") != "coverage")
     parts = pl.concat(
-        [metrics.followbench_metrics(df), metrics.infobench_metrics(df), metrics.cfbench_metrics(df),
-         metrics.eifbench_metrics(df)]
+        [
+            metrics.followbench_metrics(df),
+            metrics.infobench_metrics(df),
+            metrics.cfbench_metrics(df),
+            metrics.eifbench_metrics(df),
+        ]
     ).sort(["benchmark", "model", "metric", "slice"])
     assert parts.equals(whole)
     assert metrics.coverage_metrics(df).equals(compute_metrics(df).filter(pl.col("metric") == "coverage"))
@@ -252,10 +286,22 @@ def test_followbench_hand_computed() -> None:
     for g, fail_at in (("g1", 4), ("g2", 1)):
         for lv in range(1, 6):
             for c in range(lv):
-                rows.append(row("followbench", "m", f"{g}-{lv}", c, not (lv == fail_at and c == 0),
-                                group_id=g, level=lv, category="content"))
+                rows.append(
+                    row(
+                        "followbench",
+                        "m",
+                        f"{g}-{lv}",
+                        c,
+                        not (lv == fail_at and c == 0),
+                        group_id=g,
+                        level=lv,
+                        category="content",
+                    )
+                )
     for lv in range(1, 5):
-        rows.append(row("followbench", "m", f"g3-{lv}", 0, lv != 2, group_id="g3", level=lv, category="style"))
+        rows.append(
+            row("followbench", "m", f"g3-{lv}", 0, lv != 2, group_id="g3", level=lv, category="style")
+        )
     got = as_dict(compute_metrics(frame(rows)))
     assert got[("followbench", "m", "CSL", "category=content")] == (1.5, 2)
     assert got[("followbench", "m", "CSL", "all")] == (1.5, 1)
@@ -273,16 +319,27 @@ def test_followbench_hand_computed() -> None:
 
 
 def test_cfbench_psr_branches() -> None:
-    cases = {
+    cases: dict[str, Sequence[tuple[str | None, bool]]] = {
         "primary-fails": [("primary", False), ("secondary", True)],  # 0
         "no-secondary": [("primary", True), (None, False)],  # 1
         "no-primary-high": [("secondary", True)] * 5,  # CSR 1 > 0.8 -> 1
         "no-primary-low": [("secondary", True)] * 4 + [("secondary", False)],  # CSR 0.8, not > 0.8 -> 0
-        "both-high": [("primary", True), ("secondary", True), ("secondary", True), ("secondary", False)],  # 0.5+1/3 -> 1
+        "both-high": [
+            ("primary", True),
+            ("secondary", True),
+            ("secondary", True),
+            ("secondary", False),
+        ],  # 0.5+1/3 -> 1
         "both-low": [("primary", True), ("secondary", True), ("secondary", False)],  # 0.75 -> 0
     }
-    expected = {"primary-fails": 0, "no-secondary": 1, "no-primary-high": 1, "no-primary-low": 0, "both-high": 1,
-                "both-low": 0}
+    expected = {
+        "primary-fails": 0,
+        "no-secondary": 1,
+        "no-primary-high": 1,
+        "no-primary-low": 0,
+        "both-high": 1,
+        "both-low": 0,
+    }
     for name, items in cases.items():
         rows = [row("cfbench", "m", name, i, s, priority=p, split="hard") for i, (p, s) in enumerate(items)]
         got = as_dict(compute_metrics(frame(rows)))
@@ -355,6 +412,13 @@ def test_read_verdicts_jsonl_and_parquet(tmp_path: Path) -> None:
     assert lf.collect().equals(df)
     assert compute_metrics(lf).equals(compute_metrics(df))
     metrics.validate_verdicts([tmp_path / "a.jsonl", tmp_path / "b.parquet"])
+    some = metrics.read_verdicts(
+        [tmp_path / "a.jsonl", tmp_path / "b.parquet"], columns=metrics.METRIC_COLUMNS
+    )
+    assert some.collect_schema().names() == list(metrics.METRIC_COLUMNS)
+    assert compute_metrics(some).equals(compute_metrics(df))
+    with pytest.raises(metrics.VerdictError, match="field 'colour'"):
+        metrics.read_verdicts(tmp_path / "a.jsonl", columns=["colour"])
 
 
 def test_validate_names_file_line_and_field(tmp_path: Path) -> None:
@@ -377,9 +441,24 @@ def test_validate_names_file_line_and_field(tmp_path: Path) -> None:
 def test_exported_names() -> None:
     assert sorted(metrics.__all__) == sorted(
         [
-            "VERDICT_SCHEMA", "VerdictError", "analytics", "cfbench_metrics", "compute_metrics", "coverage_metrics",
-            "eifbench_metrics", "followbench_metrics", "infobench_metrics", "paired_differences", "read_verdicts",
-            "render_csv", "render_html", "render_json", "render_markdown", "render_table", "validate_verdicts",
+            "METRIC_COLUMNS",
+            "VERDICT_SCHEMA",
+            "VerdictError",
+            "analytics",
+            "cfbench_metrics",
+            "compute_metrics",
+            "coverage_metrics",
+            "eifbench_metrics",
+            "followbench_metrics",
+            "infobench_metrics",
+            "paired_differences",
+            "read_verdicts",
+            "render_csv",
+            "render_html",
+            "render_json",
+            "render_markdown",
+            "render_table",
+            "validate_verdicts",
         ]
     )
 

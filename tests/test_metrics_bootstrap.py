@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import polars as pl
@@ -17,16 +18,17 @@ from metrics.compute import components_of
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(verdict_rows(), st.randoms(use_true_random=False))
-def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(rows: list[Row], rnd: object) -> None:
+def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(
+    rows: list[Row], rnd: random.Random
+) -> None:
     """A resample is the data with unit i repeated w_i times: evaluating the structure under weights w must
     equal compute_metrics on rows physically repeated that way (instance-level statistics)."""
-    assert hasattr(rnd, "randint")
     leaves, parents = components_of(frame(rows))
     leaves = leaves.filter(pl.col("unit_kind") == "instance")
     for bench in leaves.get_column("benchmark").unique().to_list():
         part = leaves.filter(pl.col("benchmark") == bench)
         units = unit_index(part)
-        weights = {u: rnd.randint(0, 3) for u in units.get_column("unit").to_list()}  # type: ignore[attr-defined]
+        weights = {u: rnd.randint(0, 3) for u in units.get_column("unit").to_list()}
         s = build_structure(part, parents, units)
         got = evaluate(s, np.array([[float(weights[u]) for u in units.get_column("unit").to_list()]]))[0]
         repeated = [
@@ -50,7 +52,7 @@ def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(rows: list[Row
 def test_unit_weights_reproduce_point_estimates(rows: list[Row]) -> None:
     leaves, parents = components_of(frame(rows))
     want = as_dict(compute_metrics(frame(rows)))
-    for (bench, kind), part in leaves.group_by(["benchmark", "unit_kind"]):
+    for _, part in leaves.group_by(["benchmark", "unit_kind"]):
         units = unit_index(part)
         s = build_structure(part, parents, units)
         got = evaluate(s, np.ones((1, units.height)))[0]
@@ -85,8 +87,18 @@ def test_followbench_intervals_cover_every_statistic() -> None:
     rows = []
     for g in range(8):
         for lv in range(1, 6):
-            rows.append(row("followbench", "m", f"g{g}-{lv}", 0, (g + lv) % 3 != 0, group_id=f"g{g}", level=lv,
-                            category="content" if g % 2 else "style"))
+            rows.append(
+                row(
+                    "followbench",
+                    "m",
+                    f"g{g}-{lv}",
+                    0,
+                    (g + lv) % 3 != 0,
+                    group_id=f"g{g}",
+                    level=lv,
+                    category="content" if g % 2 else "style",
+                )
+            )
     out = compute_metrics(frame(rows), ci=True, resamples=200)
     assert out["ci_low"].null_count() == 0
     inside = (out["ci_low"] <= out["value"] + 1e-12) & (out["value"] <= out["ci_high"] + 1e-12)
@@ -94,10 +106,22 @@ def test_followbench_intervals_cover_every_statistic() -> None:
 
 
 def test_paired_differences() -> None:
-    rows = binomial_rows("strong", 0.9, 200) + binomial_rows("weak", 0.5, 200) + binomial_rows("twin", 0.5, 200)
+    rows = (
+        binomial_rows("strong", 0.9, 200) + binomial_rows("weak", 0.5, 200) + binomial_rows("twin", 0.5, 200)
+    )
     out = paired_differences(frame(rows), "cfbench", "ISR", resamples=500, seed=3)
-    assert out.columns == ["benchmark", "metric", "slice", "model_a", "model_b", "diff", "ci_low", "ci_high",
-                           "significant", "n"]
+    assert out.columns == [
+        "benchmark",
+        "metric",
+        "slice",
+        "model_a",
+        "model_b",
+        "diff",
+        "ci_low",
+        "ci_high",
+        "significant",
+        "n",
+    ]
     got = {(r["model_a"], r["model_b"]): r for r in out.iter_rows(named=True)}
     assert set(got) == {("strong", "twin"), ("strong", "weak"), ("twin", "weak")}
     assert math.isclose(got[("strong", "weak")]["diff"], 0.4)

@@ -6,11 +6,14 @@ Everything here stays on the fast path with explicit prices, so litellm is never
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_providers_support import ScriptedServer, Step, ok_body
 
 from providers.budget import Budget
@@ -18,6 +21,7 @@ from providers.limits import ProviderEvent
 from providers.pool import ProviderPool
 from providers.records import BudgetExhausted, Completion, EndpointSpec, Price
 from providers.retry import RetryPolicy
+from providers.scrub import scrub
 from providers.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]
@@ -169,6 +173,23 @@ def test_limits_learned_from_headers() -> None:
     with_pool(body)
 
 
+def test_learned_limits_pace_calls_under_the_wall() -> None:
+    async def body(pool: ProviderPool, events: list[ProviderEvent]) -> None:
+        # 2,400 requests/min with room for 20 at once; the client is told nothing but the headers.
+        async with Simulator(SimConfig(rpm=2400, burst_s=0.5)) as sim:
+            ep = pool.endpoint(spec_for(sim.base_url, max_concurrency=16))
+            await ep.complete(MSGS)  # learn
+            start = time.perf_counter()
+            results = await asyncio.gather(*(ep.complete(MSGS) for _ in range(60)))
+            elapsed = time.perf_counter() - start
+            assert all(r.status == "ok" for r in results)
+            assert sim.stats.status_counts[429] <= 2  # without the headers: dozens (see rate-limits.md)
+            assert 0.7 < elapsed < 3.0  # about (60 - 19) / 40 per s: paced, not stalled
+            assert ep.stats().concurrency_limit == 16
+
+    with_pool(body, retry=RetryPolicy(max_attempts=10, seed=0))
+
+
 def test_tpm_reservation_is_refunded_after_the_call() -> None:
     async def body(pool: ProviderPool, _: list[ProviderEvent]) -> None:
         async with Simulator(SimConfig()) as sim:
@@ -178,7 +199,7 @@ def test_tpm_reservation_is_refunded_after_the_call() -> None:
             start = time.perf_counter()
             results = [await ep.complete(MSGS) for _ in range(20)]
             assert all(r.status == "ok" for r in results)
-            assert time.perf_counter() - start < 3.0
+            assert time.perf_counter() - start < 10.0
             used = sum(r.input_tokens + r.output_tokens for r in results)
             assert ep.stats().tokens_per_min == used
             assert ep.stats().tpm_limit == 60_000
@@ -239,7 +260,11 @@ def test_401_is_not_retried_names_the_variable_and_hides_the_key(monkeypatch: py
             assert "IFSWEEP_TEST_KEY" in message and "valid key" in message
             assert secret not in message and "Bearer sk" not in message  # ...and never reported
             assert "[REDACTED]" in message
-            assert server.requests == 1 and events == []
+            assert server.requests == 1
+            assert [e.kind for e in events] == ["error"]  # told once, scrubbed like the record
+            assert secret not in events[0].message and events[0].message.endswith("[REDACTED])")
+            await ep.complete(MSGS)
+            assert len(events) == 1 and ep.stats().errors == 2
 
     with_pool(body)
 
@@ -361,3 +386,128 @@ def test_pool_must_be_entered() -> None:
     pool = ProviderPool(budget=Budget(None))
     with pytest.raises(RuntimeError, match="async with"):
         pool.endpoint(spec_for("http://127.0.0.1:9/v1"))
+
+
+def test_scrub_removes_key_values_and_bearer_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IFSWEEP_SCRUB_KEY", "abc-very-secret-123")
+    text = (
+        "failed: {'Authorization': 'Bearer sk-live-XYZ', 'x-api-key': 'k-999999'} "
+        "key=abc-very-secret-123 api_key=zzz-888888 Authorization: Bearer tok.en-1"
+    )
+    out = scrub(text, ["IFSWEEP_SCRUB_KEY", "IFSWEEP_NOT_SET"])
+    for secret in ("sk-live-XYZ", "k-999999", "abc-very-secret-123", "zzz-888888", "tok.en-1"):
+        assert secret not in out
+    assert out.startswith("failed: {'Authorization': 'Bearer [REDACTED]'")
+    assert scrub("plain words stay", ["IFSWEEP_SCRUB_KEY"]) == "plain words stay"
+    assert scrub(out, ["IFSWEEP_SCRUB_KEY"]) == out  # idempotent
+    assert scrub("(HTTP 401: Bearer sk-1234567)") == "(HTTP 401: Bearer [REDACTED])"
+
+
+def test_backoff_events_are_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IFSWEEP_EVENT_KEY", "sk-event-secret-42")
+
+    async def body(pool: ProviderPool, events: list[ProviderEvent]) -> None:
+        # a 500 whose body quotes the key back, then success
+        async with ScriptedServer([Step(500, {"echo_auth": True}), Step()]) as server:
+            done = await pool.endpoint(spec_for(server.base_url, api_key_env="IFSWEEP_EVENT_KEY")).complete(
+                MSGS
+            )
+            assert done.status == "ok" and done.attempts == 2
+            assert events and all("sk-event-secret-42" not in e.message for e in events)
+            assert "[REDACTED]" in events[0].message
+
+    with_pool(body)
+
+
+def test_cancelled_call_frees_its_slot_and_charges_the_worst_case() -> None:
+    async def body(pool: ProviderPool, _: list[ProviderEvent]) -> None:
+        async with Simulator(SimConfig(faults=FaultRates(hang=1.0))) as sim:
+            ep = pool.endpoint(spec_for(sim.base_url))
+            task = asyncio.ensure_future(ep.complete(MSGS))
+            await asyncio.sleep(0.2)
+            assert ep.stats().in_flight == 1
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert ep.stats().in_flight == 0
+            assert pool.budget.reserved_usd == 0.0
+            # it was sent and may be billed: the reservation stays spent
+            assert pool.budget.spent_usd == pytest.approx(ep.worst_case_cost(MSGS))
+
+    with_pool(body, budget=Budget(1.0))
+
+
+def test_global_concurrency_caps_calls_across_endpoints() -> None:
+    async def run() -> int:
+        async with (
+            Simulator(SimConfig(latency_ms=50)) as sim,
+            ProviderPool(budget=Budget(None), global_concurrency=3) as pool,
+        ):
+            eps = [
+                pool.endpoint(spec_for(sim.base_url, label=f"m{i}", model=f"openai/m{i}")) for i in range(3)
+            ]
+            peak = 0
+
+            async def watch() -> None:
+                nonlocal peak
+                for _ in range(40):
+                    peak = max(peak, sim.stats.in_flight)
+                    await asyncio.sleep(0.01)
+
+            await asyncio.gather(watch(), *(ep.complete(MSGS) for ep in eps for _ in range(4)))
+            return peak
+
+    assert asyncio.run(run()) == 3
+
+
+def test_every_call_ends_as_a_record_under_mixed_faults() -> None:
+    faults = FaultRates(
+        server_error=0.1,
+        rate_limit=0.05,
+        rate_limit_no_header=0.05,
+        malformed=0.05,
+        cut_body=0.05,
+        reset=0.05,
+        wrong_content_type=0.05,
+        missing_usage=0.05,
+        null_content=0.05,
+        length=0.05,
+        refusal=0.05,
+    )
+    budget = Budget(100.0)
+
+    async def body(pool: ProviderPool, _: list[ProviderEvent]) -> None:
+        async with Simulator(SimConfig(faults=faults, seed=11)) as sim:
+            ep = pool.endpoint(spec_for(sim.base_url, max_concurrency=32))
+            results = await asyncio.gather(*(ep.complete(MSGS) for _ in range(150)))
+            statuses = {r.status for r in results}
+            assert statuses >= {"ok", "empty", "truncated", "refused"}
+            assert all((r.status == "error") == (r.error_kind is not None) for r in results)
+            assert all(r.text is None for r in results if r.status == "error")
+            assert sum(r.attempts for r in results) == sim.stats.requests
+            assert budget.spent_usd == pytest.approx(sum(r.cost_usd for r in results))
+            assert budget.reserved_usd == pytest.approx(0.0, abs=1e-12)
+            stats = ep.stats()
+            assert stats.in_flight == 0 and stats.calls == 150
+            assert stats.errors == sum(r.status == "error" for r in results)
+
+    with_pool(
+        body, budget=budget, retry=RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01, seed=0)
+    )
+
+
+@given(
+    key=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=6, max_size=60),
+    before=st.text(max_size=40),
+    after=st.text(max_size=40),
+)
+def test_scrub_never_leaks_a_configured_key(key: str, before: str, after: str) -> None:
+    name = "IFSWEEP_PROPERTY_KEY"
+    os.environ[name] = key
+    try:
+        for text in (before + key + after, f"{before}Authorization: Bearer {key}{after}"):
+            out = scrub(text, [name])
+            assert key not in out or key in before + after  # only where the text had it by chance
+            assert scrub(out, [name]) == out
+    finally:
+        del os.environ[name]

@@ -28,19 +28,57 @@ def demo_rows(models: tuple[str, ...] = NASTY, seed: int = 0, scale: int = 1) ->
             cat = ("content", "format", "style")[g % 3]
             for lv in range(1, 6):
                 for c in range(lv):
-                    rows.append(row("followbench", m, f"fb-{g}-{lv}", c, rnd.random() < skill ** (0.3 * lv),
-                                    group_id=f"g{g}", level=lv, category=cat))
+                    rows.append(
+                        row(
+                            "followbench",
+                            m,
+                            f"fb-{g}-{lv}",
+                            c,
+                            rnd.random() < skill ** (0.3 * lv),
+                            group_id=f"g{g}",
+                            level=lv,
+                            category=cat,
+                        )
+                    )
         for i in range(20 * scale):
             split = "easy" if i % 2 else "hard"
             for c in range(4):
-                rows.append(row("cfbench", m, f"cf-{i}", c, rnd.random() < skill + (0.05 if split == "easy" else -0.1),
-                                split=split, priority="primary" if c < 2 else "secondary"))
-                rows.append(row("infobench", m, f"ib-{i}", c, rnd.random() < skill, split=split,
-                                constraint_type=("Content", "Format|Style", "Linguistic", "Number")[c]))
+                rows.append(
+                    row(
+                        "cfbench",
+                        m,
+                        f"cf-{i}",
+                        c,
+                        rnd.random() < skill + (0.05 if split == "easy" else -0.1),
+                        split=split,
+                        priority="primary" if c < 2 else "secondary",
+                    )
+                )
+                rows.append(
+                    row(
+                        "infobench",
+                        m,
+                        f"ib-{i}",
+                        c,
+                        rnd.random() < skill,
+                        split=split,
+                        constraint_type=("Content", "Format|Style", "Linguistic", "Number")[c],
+                    )
+                )
             status = "unparsed" if i == 3 and mi == 1 else "ok"
             for c in range(6):
-                rows.append(row("eifbench", m, f"ef-{i}", c, rnd.random() < skill, instruction_idx=c // 2,
-                                split=("party", "work", "travel")[i % 3], status=status if c == 0 else "ok"))
+                rows.append(
+                    row(
+                        "eifbench",
+                        m,
+                        f"ef-{i}",
+                        c,
+                        rnd.random() < skill,
+                        instruction_idx=c // 2,
+                        split=("party", "work", "travel")[i % 3],
+                        status=status if c == 0 else "ok",
+                    )
+                )
     return rows
 
 
@@ -49,14 +87,40 @@ def demo_calls(models: tuple[str, ...] = NASTY) -> pl.DataFrame:
     for mi, m in enumerate(models):
         for b in ("followbench", "cfbench", "infobench", "eifbench"):
             for i in range(10):
-                recs.append(dict(kind="generation", model=m, judge=None, benchmark=b,
-                                 status=("ok", "ok", "empty", "truncated", "refused", "ok", "ok", "ok", "error", "ok")[i],
-                                 cost_usd=0.001 * (mi + 1), input_tokens=100, output_tokens=50 + i,
-                                 latency_s=float(i + 1), attempts=1 + (i == 0), rate_limited=int(i == 0),
-                                 error_kind="server" if i == 8 else None))
-                recs.append(dict(kind="judgment", model=m, judge="j", benchmark=b,
-                                 status="unparsed" if i < 2 else "ok", cost_usd=0.0005, input_tokens=300,
-                                 output_tokens=20, latency_s=0.5, attempts=1, rate_limited=0, error_kind=None))
+                recs.append(
+                    dict(
+                        kind="generation",
+                        model=m,
+                        judge=None,
+                        benchmark=b,
+                        status=("ok", "ok", "empty", "truncated", "refused", "ok", "ok", "ok", "error", "ok")[
+                            i
+                        ],
+                        cost_usd=0.001 * (mi + 1),
+                        input_tokens=100,
+                        output_tokens=50 + i,
+                        latency_s=float(i + 1),
+                        attempts=1 + (i == 0),
+                        rate_limited=int(i == 0),
+                        error_kind="server" if i == 8 else None,
+                    )
+                )
+                recs.append(
+                    dict(
+                        kind="judgment",
+                        model=m,
+                        judge="j",
+                        benchmark=b,
+                        status="unparsed" if i < 2 else "ok",
+                        cost_usd=0.0005,
+                        input_tokens=300,
+                        output_tokens=20,
+                        latency_s=0.5,
+                        attempts=1,
+                        rate_limited=0,
+                        error_kind=None,
+                    )
+                )
     return pl.DataFrame(recs)
 
 
@@ -90,8 +154,10 @@ def test_analytics_without_judgments_and_missing_columns(demo: pl.DataFrame) -> 
 
 def test_render_table_ranks_models(demo: pl.DataFrame) -> None:
     text = render_table(demo)
-    assert text.index("FollowBench") < text.index("CFBench") < text.index("InFoBench") < text.index("EIFBench")
-    cf = text[text.index("CFBench"):text.index("InFoBench")]
+    assert (
+        text.index("FollowBench") < text.index("CFBench") < text.index("InFoBench") < text.index("EIFBench")
+    )
+    cf = text[text.index("CFBench") : text.index("InFoBench")]
     assert cf.index(NASTY[0]) < cf.index(NASTY[1]) < cf.index(NASTY[2])
     assert "HSR %" in text and "CSL" in text and "coverage %" in text and "[" in text
     assert render_table(compute_metrics(frame(demo_rows()[:5]))).count("\n") >= 3
@@ -112,10 +178,15 @@ def test_render_json_and_csv_round_trip(demo: pl.DataFrame) -> None:
 def test_render_markdown_writes_charts(demo: pl.DataFrame, tmp_path: Path) -> None:
     md = render_markdown(demo, analytics(demo_calls(), demo), tmp_path)
     assert "## FollowBench" in md and "## Run analytics" in md
-    assert "gpt&lt;4o&gt; &amp; \"friends\"" in md and "claude\\|sonnet" in md
+    assert 'gpt&lt;4o&gt; &amp; "friends"' in md and "claude\\|sonnet" in md
     svgs = sorted(p.name for p in tmp_path.glob("*.svg"))
-    assert svgs == ["cfbench_by_split_1.svg", "cfbench_by_split_2.svg", "eifbench_by_scenario.svg",
-                    "followbench_hsr_by_level.svg", "infobench_by_type.svg"]
+    assert svgs == [
+        "cfbench_by_split_1.svg",
+        "cfbench_by_split_2.svg",
+        "eifbench_by_scenario.svg",
+        "followbench_hsr_by_level.svg",
+        "infobench_by_type.svg",
+    ]
     for name in svgs:
         assert f"]({name})" in md
         text = (tmp_path / name).read_text()

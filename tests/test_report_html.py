@@ -31,10 +31,17 @@ def test_html_is_self_contained_and_escaped(report: str) -> None:
     # The only URL is the SVG namespace, which is a name, not a fetch.
     assert set(re.findall(r"https?://[^\s\"'<>]+", report)) == {"http://www.w3.org/2000/svg"}
     assert "<link" not in report and "src=" not in report and "@import" not in report
-    assert 'gpt<4o>' not in report and "gpt&lt;4o&gt; &amp; &quot;friends&quot;" in report
-    for heading in ("Leaderboard", "FollowBench: hard satisfaction by level", "CFBench: easy and hard",
-                    "InFoBench: DRFR by constraint type", "EIFBench: GAcc by scenario", "Cost against score",
-                    "Run analytics", "Paired differences"):
+    assert "gpt<4o>" not in report and "gpt&lt;4o&gt; &amp; &quot;friends&quot;" in report
+    for heading in (
+        "Leaderboard",
+        "FollowBench: hard satisfaction by level",
+        "CFBench: easy and hard",
+        "InFoBench: DRFR by constraint type",
+        "EIFBench: GAcc by scenario",
+        "Cost against score",
+        "Run analytics",
+        "Paired differences",
+    ):
         assert f"<h2>{heading}</h2>" in report
     assert report.count("<svg") == 6
 
@@ -47,9 +54,17 @@ def test_html_without_analytics_or_data() -> None:
 
 def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp / 'profile'}"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+    ]
     return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -68,8 +83,9 @@ def test_html_renders_in_chromium(report: str, tmp_path: Path) -> None:
         marks = len(re.findall(r"<(?:circle|rect|polyline)\b", svg))
         assert marks >= 10, svg[:200]
     shot = tmp_path / "report.png"
-    out = chromium(f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars", page.as_uri(),
-                   tmp=tmp_path)
+    out = chromium(
+        f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars", page.as_uri(), tmp=tmp_path
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert shot.stat().st_size > 50_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -110,8 +110,8 @@ def test_answers_are_deterministic_model_dependent_and_openai_shaped() -> None:
     assert usage["completion_tokens"] == count_tokens(text)
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert 30 <= usage["completion_tokens"] <= 300
-    last_line = text.splitlines()[-1]
-    assert last_line == f"(sim-quality {model_quality('alpha'):.2f})"
+    first_line = text.splitlines()[0]
+    assert first_line == f"(sim-quality {model_quality('alpha'):.2f})"
     assert read_quality(text) == model_quality("alpha")
 
 
@@ -414,7 +414,7 @@ def test_followbench_real_instruction_is_not_mistaken_for_a_judge_prompt() -> No
     )
     instruction = next(r["instruction"] for r in rows if r.get("level", 0) > 0)
     reply = with_sim(SimConfig(), lambda sim, s: sim_answer(sim, s, "gen-model", instruction))
-    assert content_of(reply).endswith(f"(sim-quality {model_quality('gen-model'):.2f})")
+    assert content_of(reply).startswith(f"(sim-quality {model_quality('gen-model'):.2f})\n")
 
 
 # --- rate limits ---------------------------------------------------------------------------------------
@@ -581,7 +581,8 @@ def test_each_fault_is_reachable(name: str) -> None:
             assert message["content"] == "" and reply["usage"]["completion_tokens"] == 0
         elif name == "length":
             assert choice["finish_reason"] == "length" and message["content"]
-            assert "(sim-quality" not in message["content"]
+            # cut to a third of the answer it would have given
+            assert reply["usage"]["completion_tokens"] <= 100
         elif name == "content_filter":
             assert choice["finish_reason"] == "content_filter" and message["content"] is None
         elif name == "refusal":

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.base import Release
-from benchmarks.followbench import _load, _parse, _prompts, _scoring
-from benchmarks.records import Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
+from benchmarks.followbench import _import, _load, _parse, _prompts, _scoring
+from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
 from benchmarks.releases import FOLLOWBENCH
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
@@ -97,3 +97,9 @@ class FollowBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def read_reference_outputs(
+        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    ) -> Iterator[ImportedResult]:
+        self.validate_options(options)
+        return _import.read_reference_outputs(paths, data_dir, options)

@@ -1,0 +1,284 @@
+"""Performance of metrics/ on a large synthetic sweep. Prints timings and ratios; not a test.
+
+    /work/venv/bin/python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir /tmp/x]
+
+Generates verdict rows for all four benchmarks (same number of rows each), writes them as Parquet and
+JSONL, then times: every metric function from Parquet and from JSONL (target < 10 s each), bootstrap
+intervals with 1,000 resamples over 1M rows (< 30 s), every report for all models (< 5 s), and a
+plain-Python loop over the same rows computing the core of the metrics (coverage, per-instance all()
+and mean(), micro average) as the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+import metrics
+from metrics import VERDICT_SCHEMA
+
+BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
+CONSTRAINTS = 10  # rows per instance
+
+
+def synth(rows: int, models: int, seed: int = 0) -> pl.DataFrame:
+    """rows verdict rows; per benchmark and model, rows / (4 * models * 10) instances of 10 constraints."""
+    per = rows // (len(BENCHES) * models * CONSTRAINTS)
+    rng = np.random.default_rng(seed)
+    parts = []
+    for bench in BENCHES:
+        n = models * per * CONSTRAINTS
+        model = np.repeat(np.arange(models), per * CONSTRAINTS)
+        inst = np.tile(np.repeat(np.arange(per), CONSTRAINTS), models)
+        cidx = np.tile(np.arange(CONSTRAINTS), models * per)
+        skill = 0.95 - 0.5 * model / max(models - 1, 1)
+        satisfied = rng.random(n) < skill
+        status = np.where(rng.random(n) < 0.0005, "unparsed", "ok")
+        level = inst % 5 + 1
+        df = pl.DataFrame(
+            {
+                "m": model,
+                "i": inst,
+                "c": cidx,
+                "satisfied": satisfied,
+                "status": status,
+                "level": level,
+            }
+        ).with_columns(
+            pl.lit("perf").alias("run"),
+            pl.lit(bench).alias("benchmark"),
+            pl.format("model-{}", pl.col("m")).alias("model"),
+            pl.lit("judge-1").alias("judge"),
+            pl.format("{}-{}", pl.lit(bench[:2]), pl.col("i")).alias("instance_id"),
+            pl.format("g{}", pl.col("i") // 5).alias("group_id"),
+            (pl.col("level") if bench == "followbench" else pl.lit(None, pl.Int64)).alias("level"),
+            (
+                pl.format("cat{}", (pl.col("i") // 5) % 6)
+                if bench == "followbench"
+                else pl.lit(None, pl.String)
+            ).alias("category"),
+            (
+                pl.format("scenario{}", pl.col("i") % 7)
+                if bench == "eifbench"
+                else pl.when(pl.col("i") % 2 == 0).then(pl.lit("easy")).otherwise(pl.lit("hard"))
+                if bench in ("infobench", "cfbench")
+                else pl.lit(None, pl.String)
+            ).alias("split"),
+            (pl.col("c") // 3 if bench == "eifbench" else pl.lit(None, pl.Int64)).alias("instruction_idx"),
+            pl.col("c").alias("constraint_idx"),
+            (
+                pl.col("c").replace_strict(
+                    {0: "Content", 1: "Format|Style", 2: "Linguistic", 3: "Number", 4: "Format"},
+                    default="Content",
+                    return_dtype=pl.String,
+                )
+                if bench == "infobench"
+                else pl.lit(None, pl.String)
+            ).alias("constraint_type"),
+            (
+                pl.when(pl.col("c") < 4).then(pl.lit("primary")).otherwise(pl.lit("secondary"))
+                if bench == "cfbench"
+                else pl.lit(None, pl.String)
+            ).alias("priority"),
+            pl.when(pl.col("c") % 3 == 0).then(pl.lit("rule")).otherwise(pl.lit("judge")).alias("source"),
+        )
+        df = df.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("satisfied")).alias("satisfied"))
+        parts.append(df.select(list(VERDICT_SCHEMA)).cast(pl.Schema(VERDICT_SCHEMA)))
+        del df
+    return pl.concat(parts)
+
+
+def _from_file(fn: Callable[[pl.LazyFrame], pl.DataFrame], path: Path) -> pl.DataFrame:
+    return fn(metrics.read_verdicts(path, columns=metrics.METRIC_COLUMNS))
+
+
+def timed(label: str, fn: Callable[[], Any], results: dict[str, float]) -> Any:
+    t0 = time.perf_counter()
+    out = fn()
+    results[label] = time.perf_counter() - t0
+    print(f"  {label:<52} {results[label]:8.2f} s", flush=True)
+    return out
+
+
+def python_baseline(path: Path) -> tuple[float, float]:
+    """The same core work as a plain loop: returns (seconds to load columns, seconds to loop)."""
+    t0 = time.perf_counter()
+    cols = pl.read_parquet(path, columns=["benchmark", "model", "instance_id", "satisfied", "status"])
+    b, m, i, s, st = (cols.get_column(c).to_list() for c in cols.columns)
+    del cols
+    t1 = time.perf_counter()
+    inst: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [1, 1, 0, 0])  # ok, all, sat, n
+    for key_b, key_m, key_i, sat, status in zip(b, m, i, s, st, strict=True):
+        acc = inst[(key_b, key_m, key_i)]
+        if status != "ok":
+            acc[0] = 0
+            continue
+        acc[1] &= int(sat)
+        acc[2] += int(sat)
+        acc[3] += 1
+    out: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    for (key_b, key_m, _), (ok, all_sat, sat, n) in inst.items():
+        acc2 = out[(key_b, key_m)]
+        acc2[0] += 1  # seen
+        if ok:
+            acc2[1] += 1
+            acc2[2] += all_sat
+            acc2[3] += sat / n
+            acc2[4] += sat
+            acc2[5] += n
+    summary = {k: (v[1] / v[0], v[2] / v[1], v[3] / v[1], v[4] / v[5]) for k, v in out.items() if v[1]}
+    assert summary
+    return t1 - t0, time.perf_counter() - t1
+
+
+def polars_core(path: Path) -> int:
+    """The baseline's exact work in Polars, for a like-for-like ratio."""
+    inst = (
+        pl.scan_parquet(path)
+        .group_by("benchmark", "model", "instance_id")
+        .agg(
+            (pl.col("status") == "ok").all().alias("ok"),
+            pl.col("satisfied").all().alias("all_sat"),
+            pl.col("satisfied").sum().alias("sat"),
+            pl.col("satisfied").count().alias("n"),
+        )
+    )
+    out = inst.group_by("benchmark", "model").agg(
+        pl.col("ok").mean().alias("coverage"),
+        pl.col("all_sat").filter("ok").mean().alias("all_rate"),
+        (pl.col("sat") / pl.col("n")).filter("ok").mean().alias("mean_rate"),
+        (pl.col("sat").filter("ok").sum() / pl.col("n").filter("ok").sum()).alias("micro"),
+    )
+    return out.collect().height
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--models", type=int, default=50)
+    ap.add_argument("--boot-rows", type=int, default=1_000_000)
+    ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
+    args = ap.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="metrics_perf_"))
+    work.mkdir(parents=True, exist_ok=True)
+    r: dict[str, float] = {}
+    print(f"polars {pl.__version__}, threads {pl.thread_pool_size()}, work dir {work}")
+    print(f"generate {args.rows:,} rows, {args.models} models, 4 benchmarks")
+    df = timed("generate", lambda: synth(args.rows, args.models), r)
+    pq, jl = work / "verdicts.parquet", work / "verdicts.jsonl"
+    timed("write Parquet", partial(df.write_parquet, pq, row_group_size=1_000_000), r)
+    timed("write JSONL", partial(df.write_ndjson, jl), r)
+    print(
+        f"  rows {df.height:,}; Parquet {pq.stat().st_size / 1e6:,.1f} MB; "
+        f"JSONL {jl.stat().st_size / 1e6:,.0f} MB"
+    )
+    del df
+
+    fns: dict[str, Callable[[pl.LazyFrame], pl.DataFrame]] = {
+        "compute_metrics (all benchmarks + coverage)": metrics.compute_metrics,
+        "followbench_metrics": metrics.followbench_metrics,
+        "infobench_metrics": metrics.infobench_metrics,
+        "cfbench_metrics": metrics.cfbench_metrics,
+        "eifbench_metrics": metrics.eifbench_metrics,
+        "coverage_metrics": metrics.coverage_metrics,
+    }
+    print("metrics from Parquet / JSONL (target < 10 s each)")
+    result = None
+    for fmt, path in (("parquet", pq), ("jsonl", jl)):
+        for name, fn in fns.items():
+            out = timed(f"{fmt}: {name}", partial(_from_file, fn, path), r)
+            if name.startswith("compute_metrics"):
+                if result is None:
+                    result = out
+                else:
+                    assert out.equals(result), "Parquet and JSONL disagree"
+    assert result is not None
+    timed(
+        "jsonl, all 16 columns read: compute_metrics",
+        partial(lambda path: metrics.compute_metrics(metrics.read_verdicts(path)), jl),
+        r,
+    )
+    print(f"  {result.height:,} metric rows")
+
+    print(f"bootstrap, {args.resamples} resamples over {args.boot_rows:,} rows (target < 30 s)")
+    small = synth(args.boot_rows, args.models, seed=1)
+    with_ci = timed(
+        "compute_metrics(ci=True)",
+        partial(metrics.compute_metrics, small, ci=True, resamples=args.resamples),
+        r,
+    )
+    timed(
+        "paired_differences cfbench PSR (all pairs)",
+        partial(metrics.paired_differences, small, "cfbench", "PSR", resamples=args.resamples),
+        r,
+    )
+    del small
+
+    print(f"reports for {args.models} models (target < 5 s)")
+    calls = pl.DataFrame(
+        {
+            "kind": ["generation", "judgment"] * (args.models * 4 * 50),
+            "model": [f"model-{i % args.models}" for i in range(args.models * 4 * 100)],
+            "judge": ["judge-1"] * (args.models * 4 * 100),
+            "benchmark": [BENCHES[(i // args.models) % 4] for i in range(args.models * 4 * 100)],
+            "status": ["ok"] * (args.models * 4 * 100),
+            "cost_usd": np.random.default_rng(2).random(args.models * 4 * 100) / 100,
+            "input_tokens": [100] * (args.models * 4 * 100),
+            "output_tokens": [50] * (args.models * 4 * 100),
+            "latency_s": np.random.default_rng(3).random(args.models * 4 * 100),
+            "attempts": [1] * (args.models * 4 * 100),
+            "rate_limited": [0] * (args.models * 4 * 100),
+            "error_kind": [None] * (args.models * 4 * 100),
+        }
+    )
+
+    def reports() -> int:
+        a = metrics.analytics(calls, with_ci)
+        texts = [
+            metrics.render_table(with_ci),
+            metrics.render_json(with_ci),
+            metrics.render_csv(with_ci),
+            metrics.render_markdown(with_ci, a, work / "md"),
+            metrics.render_html(with_ci, a, None),
+        ]
+        return sum(len(t) for t in texts)
+
+    size = timed("analytics + table + json + csv + markdown + html", reports, r)
+    print(f"  {size / 1e6:.1f} MB of report text")
+
+    print("plain-Python baseline over the same rows (core work only: coverage, all(), mean(), micro)")
+    load, loop = python_baseline(pq)
+    r["python: load columns"], r["python: loop"] = load, loop
+    print(f"  {'python: load columns to lists':<52} {load:8.2f} s")
+    print(f"  {'python: loop':<52} {loop:8.2f} s")
+    timed("polars: the same core work from Parquet", partial(polars_core, pq), r)
+    core = r["polars: the same core work from Parquet"]
+    print(
+        f"ratios: python (load + loop) / polars core = {(load + loop) / core:.1f}x; loop alone / polars core "
+        f"= {loop / core:.1f}x"
+    )
+    key = "parquet: compute_metrics (all benchmarks + coverage)"
+    print(
+        f"ratios: python loop / polars compute_metrics (Parquet) = {loop / r[key]:.1f}x; "
+        f"(load + loop) / polars = {(load + loop) / r[key]:.1f}x"
+    )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"peak RSS {peak:.2f} GB")
+    if args.dir is None:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""`ifsweep status` and `ifsweep compact` on a real run directory, through the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_resume_crash import SEED, sweep_toml
+
+from providers.simulator import SimConfig, SimulatorThread
+from runner.cli import main
+from runner.compact import COMPACT_DIR, load_call_records
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(list(args))
+    return code, capsys.readouterr().out
+
+
+def test_status_then_compact_then_report_from_parquet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    cfg = tmp_path / "sweep.toml"
+    with SimulatorThread(SimConfig(seed=SEED)) as sim:
+        cfg.write_text(sweep_toml(out, sim.base_url, bench=("followbench", "cfbench", "eifbench"), limit=6))
+        assert main(["run", str(cfg)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+
+    code, text = cli(capsys, "status", str(out))
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
+    rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[2:]}
+    assert len(rows) == len(summary["by_model"]) == 6
+    for entry in summary["by_model"]:
+        planned, done, errors, spent = rows[(entry["model"], entry["benchmark"])]
+        assert (int(planned), int(done), int(errors)) == (entry["planned"], entry["planned"], 0)
+        assert 0 < entry["planned"] <= 6
+        assert float(spent) > 0
+    # Spent is what the call records cost, judge calls included (they are billed to the judged model).
+    calls = load_call_records(out)
+    assert sum(float(r[3]) for r in rows.values()) == pytest.approx(calls["cost_usd"].sum(), abs=1e-3)
+
+    code, before = cli(capsys, "report", str(out), "--format", "json")
+    assert code == 0 and json.loads(before)
+    code, said = cli(capsys, "compact", str(out))
+    assert code == 0 and said.strip()
+    parquet = out / COMPACT_DIR / "verdicts.parquet"
+    assert parquet.is_file() and (out / COMPACT_DIR / "state.json").is_file()
+    code, after = cli(capsys, "report", str(out), "--format", "json")
+    assert code == 0 and json.loads(after) == json.loads(before)
+
+    # The report really reads the Parquet while it is current: drop one model from it and watch.
+    full = pl.read_parquet(parquet)
+    full.filter(pl.col("model") != "beta").write_parquet(parquet)
+    _, partial = cli(capsys, "report", str(out), "--format", "json")
+    assert {r["model"] for r in json.loads(partial)} == {"alpha"}
+    # Compaction is repeatable and restores it; status never needs it.
+    assert cli(capsys, "compact", str(out))[0] == 0
+    assert json.loads(cli(capsys, "report", str(out), "--format", "json")[1]) == json.loads(before)
+    assert cli(capsys, "status", str(out))[1] == text
+
+
+def test_status_and_compact_refuse_a_directory_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for cmd in ("status", "compact", "report"):
+        capsys.readouterr()
+        assert main([cmd, str(tmp_path)]) == 2
+        assert "not a run directory" in capsys.readouterr().err
