@@ -6,6 +6,7 @@ and concurrent calls can never jointly overshoot a cap.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ class Budget:
         self._sweep = _Scope(max_usd, spent_usd)
         self._labels: dict[str, _Scope] = {}
         self._exhausted = False
+        self._settled: asyncio.Event | None = None  # set (and replaced) on every settle
 
     def add_scope(self, label: str, max_usd: float | None, *, spent_usd: float = 0.0) -> None:
         """Cap one label (None = track only). `spent_usd` is what earlier runs already spent (resume)."""
@@ -78,17 +80,46 @@ class Budget:
 
     def reserve(self, labels: Sequence[str], amount_usd: float) -> Reservation:
         """Hold `amount_usd` against the sweep and every label, or raise BudgetExhausted holding nothing."""
+        blocked = self._blocked(labels, amount_usd)
+        if blocked is not None:
+            self._exhausted = True
+            raise blocked
+        return self._hold(labels, amount_usd)
+
+    async def reserve_when_settled(self, labels: Sequence[str], amount_usd: float) -> Reservation:
+        """Like `reserve`, but a refusal caused partly by other calls' worst-case holds waits for them to
+        settle (they usually cost far less than their worst case) and tries again. Raises BudgetExhausted
+        only when the call cannot fit even with nothing else in flight, so a sweep stopped by its cap has
+        spent close to the cap rather than a cap minus every in-flight call's worst case."""
+        while True:
+            blocked = self._blocked(labels, amount_usd)
+            if blocked is None:
+                return self._hold(labels, amount_usd)
+            if self._scope(blocked.scope).reserved_usd <= 0:
+                self._exhausted = True
+                raise blocked
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
+
+    def _scope(self, name: str) -> _Scope:
+        return self._sweep if name == SWEEP_SCOPE else self._labels[name]
+
+    def _blocked(self, labels: Sequence[str], amount_usd: float) -> BudgetExhausted | None:
         if amount_usd < 0:
             raise ValueError(f"reservation must be >= 0, got {amount_usd}")
-        scopes = [(SWEEP_SCOPE, self._sweep)]
+        if not self._sweep.fits(amount_usd):
+            assert self._sweep.cap_usd is not None
+            return BudgetExhausted(SWEEP_SCOPE, self._sweep.cap_usd, amount_usd)
         for label in labels:
-            scopes.append((label, self._labels.setdefault(label, _Scope(None))))
-        for name, scope in scopes:
+            scope = self._labels.setdefault(label, _Scope(None))
             if not scope.fits(amount_usd):
-                self._exhausted = True
                 assert scope.cap_usd is not None
-                raise BudgetExhausted(name, scope.cap_usd, amount_usd)
-        for _, scope in scopes:
+                return BudgetExhausted(label, scope.cap_usd, amount_usd)
+        return None
+
+    def _hold(self, labels: Sequence[str], amount_usd: float) -> Reservation:
+        for scope in (self._sweep, *(self._labels[label] for label in labels)):
             scope.reserved_usd += amount_usd
         return Reservation(tuple(labels), amount_usd)
 
@@ -97,6 +128,9 @@ class Budget:
         for scope in (self._sweep, *(self._labels[label] for label in reservation.labels)):
             scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd)
             scope.spent_usd += actual_usd
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
 
 
 def _check_cap(name: str, max_usd: float | None, spent_usd: float) -> None:

@@ -1,1 +1,23 @@
-"""runner"""
+"""Composes benchmarks, providers and metrics into a sweep: config, scheduler, shards, resume, CLI."""
+
+from runner.config import BenchmarkConfig, ConfigError, RunConfig, SweepConfig, load_config, parse_config
+from runner.errors import UsageError
+from runner.shards import DiskFullError, RunStore, record_key
+from runner.sweep import SweepResult, check_ready, load_work, run_sweep
+
+__all__ = [
+    "BenchmarkConfig",
+    "ConfigError",
+    "DiskFullError",
+    "RunConfig",
+    "RunStore",
+    "SweepConfig",
+    "SweepResult",
+    "UsageError",
+    "check_ready",
+    "load_config",
+    "load_work",
+    "parse_config",
+    "record_key",
+    "run_sweep",
+]

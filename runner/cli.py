@@ -57,11 +57,15 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("run", help="run (or resume) the sweep a TOML config describes")
     c.add_argument("config", type=Path)
     c.add_argument("--partition", metavar="I/N", help="run only partition I of N (0-based) of the keys")
-    c.add_argument("--no-retry-errors", action="store_true", help="keep stored error records instead of retrying")
+    c.add_argument(
+        "--no-retry-errors", action="store_true", help="keep stored error records instead of retrying"
+    )
     c.add_argument("--progress", choices=["auto", "rich", "plain", "off"], help="override run.progress")
     c.set_defaults(handler=_cmd_run)
 
-    c = sub.add_parser("plan", help="planned calls, tokens, cost and time of a config, before anything is spent")
+    c = sub.add_parser(
+        "plan", help="planned calls, tokens, cost and time of a config, before anything is spent"
+    )
     c.add_argument("config", type=Path)
     c.set_defaults(handler=_cmd_plan)
 
@@ -86,8 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("run_dir", type=Path)
     c.set_defaults(handler=_cmd_compact)
 
-    c = sub.add_parser("demo", help="a sweep of simulated models on the built-in samples (no keys, no network)")
-    c.add_argument("--out", type=Path, default=Path("ifsweep-demo"), help="run directory (default ./ifsweep-demo)")
+    c = sub.add_parser(
+        "demo", help="a sweep of simulated models on the built-in samples (no keys, no network)"
+    )
+    c.add_argument(
+        "--out", type=Path, default=Path("ifsweep-demo"), help="run directory (default ./ifsweep-demo)"
+    )
     c.set_defaults(handler=_cmd_demo)
 
     c = sub.add_parser("serve-mock", help="the built-in OpenAI-compatible simulator", add_help=False)
@@ -130,7 +138,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_ready(cfg, work)
     result = anyio.run(
         lambda: run_sweep(
-            cfg, work, partition=partition, progress=args.progress, retry_errors=False if args.no_retry_errors else None
+            cfg,
+            work,
+            partition=partition,
+            progress=args.progress,
+            retry_errors=False if args.no_retry_errors else None,
         )
     )
     _print_result(result, cfg.run.output_dir)

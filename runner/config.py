@@ -131,12 +131,16 @@ def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) 
     for i, s in enumerate(specs):
         if s.label in ids:
             raise ConfigError(
-                path, f"models[{i}].id", f"duplicate model id {s.label!r} (also models[{ids[s.label]}]); give each an `id`"
+                path,
+                f"models[{i}].id",
+                f"duplicate model id {s.label!r} (also models[{ids[s.label]}]); give each an `id`",
             )
         ids[s.label] = i
     judge = None
     if "judge" in raw:
-        judge = _endpoint(path, "judge", _table(path, "judge", raw["judge"]), check_env, default_label="judge")
+        judge = _endpoint(
+            path, "judge", _table(path, "judge", raw["judge"]), check_env, default_label="judge"
+        )
     return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judge=judge, raw=dict(raw))
 
 
@@ -202,11 +206,15 @@ def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> Be
     )
 
 
-def _endpoint(path: Path, where: str, t: Any, check_env: bool, default_label: str | None = None) -> EndpointSpec:
+def _endpoint(
+    path: Path, where: str, t: Any, check_env: bool, default_label: str | None = None
+) -> EndpointSpec:
     t = _table(path, where, t)
     _no_unknown(path, where, t, _ENDPOINT_KEYS)
     if "model" not in t:
-        raise ConfigError(path, f"{where}.model", "missing; any LiteLLM model string, e.g. 'openai/gpt-4o-mini'")
+        raise ConfigError(
+            path, f"{where}.model", "missing; any LiteLLM model string, e.g. 'openai/gpt-4o-mini'"
+        )
     model = _str(path, f"{where}.model", t["model"])
     if "/" not in model and not model.startswith(("gpt-", "o1", "o3", "o4", "claude", "gemini")):
         # LiteLLM would guess; we would rather the user says which provider.
@@ -217,7 +225,9 @@ def _endpoint(path: Path, where: str, t: Any, check_env: bool, default_label: st
         key_env = _str(path, f"{where}.api_key_env", key_env)
         if not key_env.replace("_", "").isalnum():
             raise ConfigError(
-                path, f"{where}.api_key_env", "must be the NAME of an environment variable (letters, digits, _), never the key"
+                path,
+                f"{where}.api_key_env",
+                "must be the NAME of an environment variable (letters, digits, _), never the key",
             )
         if check_env and key_env not in os.environ:
             raise ConfigError(path, f"{where}.api_key_env", f"environment variable {key_env} is not set")
@@ -263,7 +273,9 @@ def _no_unknown(path: Path, where: str, t: Mapping[str, Any], allowed: set[str] 
     for k in t:
         if k not in allowed:
             key = f"{where}.{k}" if where else k
-            raise ConfigError(path, key, f"unknown key{_closest(k, sorted(allowed))}; allowed: {', '.join(sorted(allowed))}")
+            raise ConfigError(
+                path, key, f"unknown key{_closest(k, sorted(allowed))}; allowed: {', '.join(sorted(allowed))}"
+            )
 
 
 def _table(path: Path, key: str, v: Any) -> Mapping[str, Any]:

@@ -62,7 +62,9 @@ class Pipeline:
 
     @staticmethod
     def generation_key(spec: EndpointSpec, inst: Instance) -> str:
-        return record_key({"t": "gen", "model": spec.model, "params": dict(spec.params), "messages": _msgs(inst.messages)})
+        return record_key(
+            {"t": "gen", "model": spec.model, "params": dict(spec.params), "messages": _msgs(inst.messages)}
+        )
 
     def verdict_key(self, gen_key: str, spec: EndpointSpec, job: BenchJob) -> str:
         judge = self.judge.spec if self.judge is not None else None
@@ -82,7 +84,13 @@ class Pipeline:
         assert self.judge is not None
         spec = self.judge.spec
         return record_key(
-            {"t": "judge", "model": spec.model, "params": dict(spec.params), "messages": _msgs(messages), "ask": ask}
+            {
+                "t": "judge",
+                "model": spec.model,
+                "params": dict(spec.params),
+                "messages": _msgs(messages),
+                "ask": ask,
+            }
         )
 
     def _cached(self, key: str) -> dict[str, Any] | None:

@@ -118,5 +118,9 @@ def render_estimate(rows: list[Estimate]) -> str:
             f"{r.output_low:8d}-{r.output_high:<8d} {cost:>19s} {mins:>7s}"
         )
     total = f"total cost ${lo:.4f}-${hi:.4f}" + (" (plus models with unknown prices)" if unknown else "")
-    lines += ["", total, "* minutes the model's own rpm/tpm limits imply; judge calls share the judge's limits"]
+    lines += [
+        "",
+        total,
+        "* minutes the model's own rpm/tpm limits imply; judge calls share the judge's limits",
+    ]
     return "\n".join(lines)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.errors import UsageError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def _require_run_dir(run_dir: Path) -> None:
@@ -21,28 +25,37 @@ def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None
     if rows.height == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     table = metrics.compute_metrics(rows, ci=ci or fmt == "html")
-    text = _render(fmt, table, rows, run_dir, load_call_records, out)
+    if fmt == "table":
+        text = metrics.render_table(table)
+    elif fmt == "json":
+        text = metrics.render_json(table)
+    elif fmt == "csv":
+        text = metrics.render_csv(table)
+    else:
+        analytics = metrics.analytics(load_call_records(run_dir), table)
+        if fmt == "md":
+            text = metrics.render_markdown(table, analytics, out.parent if out else run_dir)
+        else:
+            text = metrics.render_html(table, analytics, _paired_primary(rows))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
 
 
-def _render(fmt: str, table: object, rows: object, run_dir: Path, load_calls: object, out: Path | None) -> str:
-    import metrics
+def _paired_primary(rows: pl.DataFrame) -> pl.DataFrame:
+    """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
+    import polars as pl
 
-    if fmt == "table":
-        return str(metrics.render_table(table))
-    if fmt == "json":
-        return str(metrics.render_json(table))
-    if fmt == "csv":
-        return str(metrics.render_csv(table))
-    calls = load_calls(run_dir)  # type: ignore[operator]
-    analytics = metrics.analytics(calls, table)
-    if fmt == "md":
-        return str(metrics.render_markdown(table, analytics, (out.parent if out else run_dir)))
-    paired = metrics.paired_all(rows) if hasattr(metrics, "paired_all") else None
-    return str(metrics.render_html(table, analytics, paired))
+    import metrics
+    from metrics.leaderboard import PRIMARY
+
+    parts = [
+        metrics.paired_differences(rows, bench, PRIMARY[bench])
+        for bench in sorted(set(rows.get_column("benchmark").to_list()))
+        if bench in PRIMARY
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame()
 
 
 def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
@@ -70,7 +83,7 @@ def render_status(run_dir: Path) -> str:
     for r in rows:
         planned = "?" if r.get("planned") is None else str(r["planned"])
         lines.append(
-            f"{str(r['model'])[:24]:24s} {str(r['benchmark']):12s} {planned:>8s} {r['done']:8d} {r['errors']:7d} "
-            f"{float(r['spent_usd']):10.4f}"
+            f"{str(r['model'])[:24]:24s} {r['benchmark']!s:12s} {planned:>8s} {r['done']:8d} "
+            f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
     return "\n".join(lines)

@@ -84,7 +84,7 @@ def test_duplicate_model_ids_and_missing_env(tmp_path: Path) -> None:
     var = "IFSWEEP_TEST_SURELY_UNSET_KEY"
     os.environ.pop(var, None)
     with pytest.raises(ConfigError, match=f"api_key_env: environment variable {var} is not set"):
-        load_config(write(tmp_path, GOOD.replace('rpm = 500', f'api_key_env = "{var}"')))
+        load_config(write(tmp_path, GOOD.replace("rpm = 500", f'api_key_env = "{var}"')))
 
 
 def test_malformed_toml_and_missing_file(tmp_path: Path) -> None:
@@ -105,6 +105,10 @@ def test_cli_exits_2_and_touches_no_run_dir(tmp_path: Path) -> None:
 
 
 def test_help_does_not_import_litellm() -> None:
-    code = "import sys; from runner.cli import main\ntry:\n main(['--help'])\nexcept SystemExit: pass\nprint('litellm' in sys.modules, 'polars' in sys.modules)"
+    code = (
+        "import sys; from runner.cli import main\n"
+        "try:\n main(['--help'])\nexcept SystemExit: pass\n"
+        "print('litellm' in sys.modules, 'polars' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip().endswith("False False")

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from sweeps import toml_config
@@ -30,7 +31,9 @@ def read_summary(out: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((out / "summary.json").read_text())
 
 
-def test_sweep_then_resume_sends_nothing(tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]) -> None:
+def test_sweep_then_resume_sends_nothing(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(toml_config(out, sim.base_url, bench=("followbench", "cfbench", "infobench", "eifbench")))
@@ -64,7 +67,9 @@ def test_sweep_then_resume_sends_nothing(tmp_path: Path, sim: SimulatorThread, c
         assert 0.0 <= r["value"] <= 1.0 or r["metric"] == "CSL"
 
 
-def test_models_score_differently(tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]) -> None:
+def test_models_score_differently(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "run"
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(toml_config(out, sim.base_url, models=("alpha", "beta", "gamma"), bench=("cfbench",)))
@@ -80,7 +85,7 @@ class _PlainOpenAI(BaseHTTPRequestHandler):
     """A minimal OpenAI-compatible server written with the standard library, independent of our simulator."""
 
     protocol_version = "HTTP/1.1"
-    seen: list[bytes] = []
+    seen: ClassVar[list[bytes]] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -100,7 +105,9 @@ class _PlainOpenAI(BaseHTTPRequestHandler):
                 "object": "chat.completion",
                 "created": 0,
                 "model": req["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                ],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             }
         ).encode()

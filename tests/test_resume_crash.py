@@ -6,7 +6,7 @@ its shards ("lost"). Resume may re-send exactly those and nothing else, so the s
 repeated request bodies must not exceed the sum of the losses. Each loss is bounded by the client's
 concurrency cap twice over: every call slot holds at most one call in flight, plus at most one finished
 call still waiting in the group-commit buffer, because the commit window (run.flush_ms = 5 ms plus the
-write) is shorter than the simulator's shortest latency (80 ms). See docs/resume.md.
+write) is shorter than the simulator's shortest latency (130 ms). See docs/resume.md.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_sigkill_at_random_moments_then_resume_equals_an_uninterrupted_run(
     tmp_path: Path, baseline: dict[bytes, dict[str, Any]]
 ) -> None:
     rng = random.Random(20261122)
-    with SimulatorThread(SimConfig(seed=SEED, latency_ms=100, jitter_ms=20)) as sim:
+    with SimulatorThread(SimConfig(seed=SEED, latency_ms=150, jitter_ms=20)) as sim:
         out = tmp_path / "run"
         cfg = tmp_path / "sweep.toml"
         extra = f"concurrency = {CONCURRENCY}\nflush_ms = 5"

@@ -1,0 +1,44 @@
+"""Each package's public names are pinned: a rename or removal is a deliberate, visible change."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+EXPECTED = {
+    "benchmarks": {
+        "Benchmark", "Constraint", "DataError", "DataFile", "ImportedResult", "Instance", "JudgeTask",
+        "JudgeTurn", "Message", "Plan", "Release", "ScoringMode", "TurnOutcome", "get", "names",
+    },
+    "providers": {
+        "Budget", "BudgetExhausted", "CallStatus", "Completion", "Endpoint", "EndpointSpec", "EndpointStats",
+        "ErrorKind", "FaultRates", "Price", "ProviderEvent", "ProviderPool", "Reservation", "RetryDecision",
+        "RetryPolicy", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "UnknownPrice", "check_prices",
+        "classify", "estimate_tokens", "import_litellm", "resolve_price", "resolve_route", "scrub", "serve_main",
+    },
+    "runner": {
+        "BenchmarkConfig", "ConfigError", "DiskFullError", "RunConfig", "RunStore", "SweepConfig", "SweepResult",
+        "UsageError", "check_ready", "load_config", "load_work", "parse_config", "record_key", "run_sweep",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("package", sorted(EXPECTED))
+def test_exported_names(package: str) -> None:
+    module = importlib.import_module(package)
+    assert set(module.__all__) == EXPECTED[package]
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+def test_importing_the_packages_stays_light() -> None:
+    """No LiteLLM (2-3 s, a network fetch by default) and no simulator just for importing."""
+    code = (
+        "import sys, benchmarks, providers, runner, metrics\n"
+        "print(sorted(m for m in ('litellm', 'providers.simulator') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
