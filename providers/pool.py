@@ -310,7 +310,7 @@ class Endpoint:
             return self._error(failed.kind, failed.message, _Attempts(), start)
         prompt_tokens = estimate_tokens(messages)
         worst = self._price.cost(prompt_tokens, self._max_out) if self._price else 0.0
-        reservation = self._pool.budget.reserve([self.spec.label], worst)
+        reservation = await self._pool.budget.reserve_when_settled([self.spec.label], worst)
         attempts = _Attempts()
         cost = worst  # if cancelled mid-call, assume the worst was billed
         try:

@@ -69,8 +69,11 @@ class MalformedResponse(Exception):
 
 _MISSING_KEY = re.compile(r"(?i)missing credentials|api[_ ]key (?:is )?(?:not set|missing|required)")
 _TIMEOUT_NAMES = frozenset({"Timeout", "APITimeoutError", "TimeoutError", "ServerTimeoutError"})
-_CONNECTION_NAMES = frozenset({"APIConnectionError", "ServiceUnavailableError"})
-_MALFORMED_NAMES = frozenset({"JSONDecodeError", "APIResponseValidationError"})
+_CONNECTION_NAMES = frozenset({"APIConnectionError"})
+_MALFORMED_NAMES = frozenset({"JSONDecodeError", "APIResponseValidationError", "ClientPayloadError"})
+# How far down __cause__ / __context__ to look: litellm wraps openai's error, which wraps httpx's, which
+# wraps aiohttp's; the real fault is 3-5 links down.
+_MAX_CHAIN = 8
 
 
 def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | None = None) -> RetryDecision:
@@ -78,16 +81,17 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
     if isinstance(error_or_status, int):
         return _classify_status(error_or_status, headers or {})
     err = error_or_status
-    names = {cls.__name__ for cls in type(err).__mro__}
-    # Order matters: LiteLLM's Timeout and APIConnectionError also carry a status_code (408 / 500).
-    if names & _TIMEOUT_NAMES or isinstance(err, TimeoutError | asyncio.TimeoutError):
-        return RetryDecision(True, "timeout")
-    if isinstance(err, MalformedResponse | aiohttp.ClientPayloadError | orjson.JSONDecodeError) or (
-        names & _MALFORMED_NAMES
-    ):
-        return RetryDecision(True, "malformed")
-    if names & _CONNECTION_NAMES or isinstance(err, aiohttp.ClientConnectionError | ConnectionError):
-        return RetryDecision(True, "connection")
+    # Order matters: LiteLLM's Timeout and APIConnectionError also carry a status_code (408 / 500), and
+    # LiteLLM reports a body that is not JSON or a dropped connection as a 500 InternalServerError whose
+    # cause chain holds the real fault; a genuine 5xx has an HTTP status error there instead.
+    link: BaseException | None = err
+    for _ in range(_MAX_CHAIN):
+        if link is None:
+            break
+        transport = _transport_kind(link)
+        if transport is not None:
+            return RetryDecision(True, transport)
+        link = link.__cause__ or link.__context__
     if _MISSING_KEY.search(str(err)):
         # litellm reports a missing key as a 500 before sending anything: a config fault, not the server's.
         return RetryDecision(False, "auth")
@@ -99,6 +103,20 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
     if isinstance(err, aiohttp.ClientError | OSError):
         return RetryDecision(True, "connection")
     return RetryDecision(False, "other")
+
+
+def _transport_kind(err: BaseException) -> ErrorKind | None:
+    """timeout / malformed / connection when `err` itself is that kind of failure, else None."""
+    names = {cls.__name__ for cls in type(err).__mro__}
+    if names & _TIMEOUT_NAMES or isinstance(err, TimeoutError | asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(err, MalformedResponse | aiohttp.ClientPayloadError | orjson.JSONDecodeError) or (
+        names & _MALFORMED_NAMES
+    ):
+        return "malformed"
+    if names & _CONNECTION_NAMES or isinstance(err, aiohttp.ClientConnectionError | ConnectionError):
+        return "connection"
+    return None
 
 
 def _headers_of(err: BaseException) -> Mapping[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import anyio
@@ -30,6 +30,8 @@ class StopControl:
 
     event: anyio.Event
     reason: SweepStatus | None = None
+    # Models whose own cap (max_usd) ran out: only their workers stop, the others go on.
+    exhausted_models: set[str] = field(default_factory=set)
 
     def stop(self, reason: SweepStatus) -> None:
         if self.reason is None:
@@ -69,16 +71,20 @@ async def run_models(
     """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish)."""
 
     async def worker(endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]]) -> None:
+        label = endpoint.spec.label
         # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
-        while not stop.stopped:
+        while not stop.stopped and label not in stop.exhausted_models:
             item = next(source, None)
             if item is None:
                 return
             job, inst = item
             try:
                 await pipeline.evaluate(endpoint, job, inst)
-            except BudgetExhausted:
-                stop.stop("budget_exhausted")
+            except BudgetExhausted as e:
+                if e.scope == label:
+                    stop.exhausted_models.add(label)
+                else:  # the sweep's cap, or the judge's, which every model needs
+                    stop.stop("budget_exhausted")
                 return
 
     async with anyio.create_task_group() as tg:

@@ -145,6 +145,9 @@ async def run_sweep(
                 status, message = "failed", _describe(e)
         if stop.reason is not None:
             status = stop.reason
+        elif stop.exhausted_models and status == "complete":
+            status = "budget_exhausted"
+            message = "budget reached for " + ", ".join(sorted(stop.exhausted_models))
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
         try:

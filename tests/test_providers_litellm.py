@@ -63,7 +63,8 @@ def test_fast_and_litellm_paths_give_equal_completions() -> None:
             return a, b, sim_a.stats.requests, sim_b.stats.requests
 
     fast, slow, requests_a, requests_b = asyncio.run(run())
-    assert requests_a == requests_b == 10  # exactly one attempt per call on both paths
+    # exactly one attempt per call on both paths
+    assert requests_a == requests_b == 10, [(c.error_kind, c.error_message) for c in slow]
     assert {c.status for c in fast} >= {"ok", "refused", "truncated"}
     for x, y in zip(fast, slow, strict=True):
         assert x.path == "fast" and y.path == "litellm"
@@ -82,7 +83,7 @@ def test_litellm_path_retries_429_itself_and_does_not_retry_401() -> None:
                 label="l", model="openai/m", api_base=server.base_url, price=PRICE, force_litellm=True
             )
             done = await pool.endpoint(spec).complete(MSGS)
-            assert done.status == "ok" and done.attempts == 2 and done.rate_limited == 1
+            assert done.status == "ok" and done.attempts == 2 and done.rate_limited == 1, done
             assert server.requests == 2  # litellm itself made one attempt each time
             assert events and events[0].kind == "rate_limited" and events[0].wait_s == pytest.approx(0.1)
         async with (

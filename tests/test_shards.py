@@ -86,7 +86,7 @@ def test_bad_records_are_refused_with_clear_errors() -> None:
 
 
 def test_append_get_done_and_reopen(tmp_path: Path) -> None:
-    with RunStore.open(tmp_path) as s:
+    with RunStore.open(tmp_path, write_through=False) as s:
         for i in range(10):
             s.append(gen(i, status="error" if i == 3 else "ok"))
         # Readable before any flush: straight from the buffer.
@@ -201,7 +201,7 @@ def test_one_live_writer_per_id_and_readers_merge_writers(tmp_path: Path) -> Non
 
 
 def test_flush_records_without_a_flusher_commits_synchronously(tmp_path: Path) -> None:
-    with RunStore.open(tmp_path, flush_records=3) as s:
+    with RunStore.open(tmp_path, flush_records=3, write_through=False) as s:
         path = only_file(tmp_path)
         s.append(gen(0))
         s.append(gen(1))
@@ -228,7 +228,7 @@ def test_group_commit_makes_records_visible_within_flush_ms(tmp_path: Path) -> N
     delays: list[float] = []
 
     async def main() -> None:
-        with RunStore.open(tmp_path, flush_ms=flush_ms, flush_records=1000) as s:
+        with RunStore.open(tmp_path, flush_ms=flush_ms, flush_records=1000, write_through=False) as s:
             path = only_file(tmp_path)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(s.flusher)
@@ -308,3 +308,12 @@ def test_iter_records_filters_kinds_and_get_notices_later_damage(tmp_path: Path)
         with pytest.raises(OSError, match="changed on disk"):
             s.get(gen(1)["key"])
         assert s.get(gen(0)["key"]) == gen(0)
+
+
+def test_write_through_puts_each_record_on_disk_as_it_is_appended(tmp_path: Path) -> None:
+    """What a kill -9 finds: every record whose append returned, without any flush."""
+    with RunStore.open(tmp_path) as s:
+        for i in range(5):
+            s.append(gen(i))
+            on_disk = [sl.record() for sl in scan_shards(tmp_path)]
+            assert on_disk == [gen(j) for j in range(i + 1)]

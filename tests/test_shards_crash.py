@@ -116,7 +116,7 @@ FULL = PRELUDE + textwrap.dedent(
     run_dir, limit = sys.argv[1], int(sys.argv[2])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG instead of being killed
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    store = shards.RunStore.open(run_dir, flush_records=10)
+    store = shards.RunStore.open(run_dir, flush_records=10, write_through=False)
     n = 0
     try:
         while True:
@@ -175,7 +175,7 @@ FULL_ASYNC = PRELUDE + textwrap.dedent(
     run_dir, limit = sys.argv[1], int(sys.argv[2])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    store = shards.RunStore.open(run_dir, flush_records=10, flush_ms=5)
+    store = shards.RunStore.open(run_dir, flush_records=10, flush_ms=5, write_through=False)
     n = 0
 
     async def produce():
@@ -235,3 +235,37 @@ def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path, n: int) -> N
     with RunStore.open(tmp_path) as s:
         for i in range(n):
             s.append(expected(i))
+
+
+FULL_WRITE_THROUGH = PRELUDE + textwrap.dedent(
+    """
+    import resource, signal
+    run_dir, limit = sys.argv[1], int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    store = shards.RunStore.open(run_dir)  # write-through, the sweep's default
+    n = 0
+    try:
+        while True:
+            store.append({"v": 1, "kind": "generation", "key": shards.record_key(n), "status": "ok", "n": n})
+            n += 1
+    except shards.DiskFullError as e:
+        print("full", n, flush=True)
+    """
+)
+
+
+def test_full_disk_in_write_through_mode_keeps_every_returned_append(tmp_path: Path) -> None:
+    limit = 20_000
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_WRITE_THROUGH, str(tmp_path), str(limit)], capture_output=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    appended = int(proc.stdout.decode().split()[1])
+    data = shard_files(tmp_path)[0][2].read_bytes()
+    assert 0 < len(data) <= limit and data.endswith(b"\n")
+    # Every append that returned is on disk, whole; the one that failed left nothing behind.
+    assert [sl.record()["n"] for sl in scan_shards(tmp_path)] == list(range(appended))
+    with RunStore.open(tmp_path) as s:
+        s.append({"v": 1, "kind": "generation", "key": record_key(appended), "status": "ok", "n": appended})
+    assert len(list(scan_shards(tmp_path))) == appended + 1

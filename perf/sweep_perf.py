@@ -1,0 +1,486 @@
+"""The whole sweep under load: overhead against a bare aiohttp loop and Inspect AI, latency-bound
+throughput, rate limits, budget, memory. Prints figures and ratios measured in one run; not a test.
+
+The simulator always runs in a SUBPROCESS (`python -m providers.simulator`), so the client's CPU figures
+are the client's own. Data: FollowBench's example category (200 rule-scored instances, no judge) from
+../shared/benchmarks/FollowBench/data, or a generated file in the same schema for bigger runs.
+
+    /work/venv/bin/python perf/sweep_perf.py                  # every scenario, each twice
+    /work/venv/bin/python perf/sweep_perf.py overhead --runs 1 --profile
+    /work/venv/bin/python perf/sweep_perf.py inspect latency limits budget memory
+
+Scenarios and goals (docs/design/scheduler.md has the measured figures):
+  overhead  40 models x 200 instances = 8,000 calls, latency 0, c64: ifsweep >= 30% of bare calls/s
+  inspect   `inspect eval` (openai-api provider, own venv under /tmp): ifsweep >= 10x its calls per CPU-s
+  latency   latency 200 ms, c256, 8,000 calls: >= 90% of the ideal 1,280 calls/s
+  limits    rpm 1200 and a binding tpm, 2 s burst: >= 95% of the limit's throughput, <= 1% 429s
+  budget    cap = half the sweep's cost: spent <= cap and >= 95% of it
+  memory    200k calls vs 50k calls at latency 0: peak RSS < 500 MB and within 10%
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import pstats
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import orjson
+
+from providers.pricing import import_litellm
+from runner.config import load_config
+from runner.sweep import SweepResult, check_ready, load_work, run_sweep
+
+HERE = Path(__file__).resolve().parent
+FOLLOWBENCH = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
+INSPECT_VENV = Path("/tmp/ifsweep-inspect-venv")
+MAX_TOKENS = 128
+SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory")
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+@dataclass
+class Sim:
+    proc: subprocess.Popen[str]
+    base: str
+
+    def cpu_s(self) -> float:
+        return _proc_cpu_s(self.proc.pid)
+
+
+def _proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def simulator(*flags: str) -> Iterator[Sim]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "providers.simulator", "--port", "0", *flags], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on " not in line:
+        proc.kill()
+        raise SystemExit(f"simulator did not start: {line!r}")
+    try:
+        yield Sim(proc, line.split("listening on ", 1)[1].strip())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def load_avg() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def example_rows() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads((FOLLOWBENCH / "example_constraints.json").read_text("utf-8"))
+    return rows
+
+
+def synthetic_data(root: Path, copies: int) -> Path:
+    """FollowBench's example file repeated `copies` times, each copy a distinct instance (new example_id,
+    an instruction suffix), in the same schema: more distinct prompts without copying the data set."""
+    rows = example_rows()
+    out = []
+    for k in range(copies):
+        for r in rows:
+            extra = f"\n(variant {k})" if k else ""
+            out.append(r | {"example_id": r["example_id"] + 1000 * k, "instruction": r["instruction"] + extra})
+    folder = root / f"followbench-x{copies}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "example_constraints.json").write_text(json.dumps(out, ensure_ascii=False), "utf-8")
+    return folder
+
+
+def sweep_toml(
+    out: Path,
+    base: str,
+    *,
+    models: int,
+    data: Path = FOLLOWBENCH,
+    concurrency: int = 64,
+    max_usd: float | None = None,
+    model_extra: str = "",
+    progress: str = "off",
+) -> str:
+    run = [f'output_dir = "{out}"', f'progress = "{progress}"', f"concurrency = {concurrency}"]
+    if max_usd is not None:
+        run.append(f"max_usd = {max_usd!r}")
+    lines = ["[run]", *run, "", "[[benchmarks]]", 'name = "followbench"', f'data = "{data}"']
+    lines += ['categories = ["example"]', ""]
+    for i in range(models):
+        lines += [
+            "[[models]]",
+            f'id = "m{i:02d}"',
+            f'model = "openai/sim-m{i:02d}"',
+            f'api_base = "{base}"',
+            f"params = {{ temperature = 0, max_tokens = {MAX_TOKENS} }}",
+            model_extra,
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def write_config(root: Path, name: str, text: str) -> Path:
+    path = root / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+@dataclass(frozen=True)
+class Measured:
+    result: SweepResult
+    wall_s: float
+    cpu_s: float
+
+
+def sweep_in_process(cfg_path: Path, profile: Path | None = None) -> Measured:
+    """One `ifsweep run` in this process; the clock runs from the sweep's start (data already loaded)."""
+    cfg = load_config(cfg_path)
+    work = load_work(cfg)
+    check_ready(cfg, work)
+    # The pool asks litellm's price map about models without a configured price: a one-time ~3 s import
+    # (docs/design/scheduler.md), kept out of the per-call figures; the subprocess scenarios include it.
+    import_litellm()
+    prof = cProfile.Profile() if profile else None
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    if prof:
+        prof.enable()
+    result = anyio.run(lambda: run_sweep(cfg, work, progress="off"))
+    if prof:
+        prof.disable()
+    m = Measured(result, time.perf_counter() - wall0, time.process_time() - cpu0)
+    if prof and profile:
+        prof.dump_stats(profile)
+        pstats.Stats(str(profile)).sort_stats("cumulative").print_stats(35)
+        pstats.Stats(str(profile)).sort_stats("tottime").print_stats(30)
+    return m
+
+
+def sweep_subprocess(cfg_path: Path, *extra: str) -> tuple[int, float, float, int]:
+    """`python -m runner.cli run CFG` as a child: (exit code, wall s, CPU s, peak RSS in KiB)."""
+    wall0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "runner.cli", "run", str(cfg_path), "--progress", "off", *extra])
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, time.perf_counter() - wall0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def same_requests(models: int) -> list[bytes]:
+    """The bodies the sweep sends: every model x every example instance, its params, in model order."""
+    import benchmarks
+
+    bench = benchmarks.get("followbench")
+    instances = list(bench.load(FOLLOWBENCH, {"categories": ["example"]}))
+    out = []
+    for i in range(models):
+        for inst in instances:
+            msgs = [m.as_dict() for m in inst.messages]
+            body = {"model": f"sim-m{i:02d}", "messages": msgs, "temperature": 0, "max_tokens": MAX_TOKENS}
+            out.append(orjson.dumps(body))
+    return out
+
+
+async def bare_loop(base: str, bodies: Sequence[bytes], concurrency: int) -> tuple[float, float]:
+    """The floor: bare aiohttp + orjson, `concurrency` workers. (calls/s, client CPU ms per call)."""
+    url = base + "/chat/completions"
+    headers = {"Authorization": "Bearer x", "Content-Type": "application/json"}
+    it = iter(bodies)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def worker() -> None:
+            for body in it:
+                async with session.post(url, data=body, headers=headers) as resp:
+                    data = orjson.loads(await resp.read())
+                    if resp.status != 200 or not data["choices"][0]["message"]["content"]:
+                        raise RuntimeError(f"bad answer {resp.status}")
+
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(concurrency):
+                tg.create_task(worker())
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return len(bodies) / wall, cpu * 1000 / len(bodies)
+
+
+def fresh(root: Path, name: str) -> Path:
+    path = root / name
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+
+
+def overhead(root: Path, run: int, profile: bool) -> dict[str, float]:
+    models, conc = 40, 64
+    bodies = same_requests(models)
+    with simulator() as sim:
+        asyncio.run(bare_loop(sim.base, bodies[:500], conc))  # warm the server
+        b_rate, b_cpu = asyncio.run(bare_loop(sim.base, bodies, conc))
+        cfg = write_config(root, "overhead", sweep_toml(fresh(root, "overhead-run"), sim.base, models=models))
+        prof = root / "overhead.prof" if profile else None
+        m = sweep_in_process(cfg, prof)
+    calls = m.result.done + m.result.errors
+    assert m.result.status == "complete" and calls == len(bodies), m.result
+    rate, cpu = calls / m.wall_s, m.cpu_s * 1000 / calls
+    print(f"overhead run {run}: {len(bodies)} calls, {models} models, c{conc}, latency 0 ({load_avg()})")
+    print(f"  bare aiohttp+orjson       {b_rate:8.0f} calls/s  {b_cpu:6.3f} CPU ms/call")
+    print(f"  ifsweep whole pipeline    {rate:8.0f} calls/s  {cpu:6.3f} CPU ms/call")
+    print(f"  ifsweep / bare: {rate / b_rate:.0%} of calls/s (goal >= 30%), {cpu / b_cpu:.1f}x CPU per call")
+    return {"ratio": rate / b_rate, "rate": rate, "cpu_ms": cpu}
+
+
+INSPECT_TASK = HERE / "_inspect_task.py"
+
+
+def ensure_inspect() -> Path | None:
+    """Inspect AI in its own venv (its openai pin conflicts with our litellm's); None if it will not install."""
+    inspect_bin = INSPECT_VENV / "bin" / "inspect"
+    if inspect_bin.exists():
+        return inspect_bin
+    print(f"installing inspect-ai and openai into {INSPECT_VENV} (once)", flush=True)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(INSPECT_VENV)], check=True)
+    pip = subprocess.run(
+        [str(INSPECT_VENV / "bin" / "pip"), "install", "-q", "inspect-ai", "openai"], capture_output=True, text=True
+    )
+    print(f"  pip took {time.perf_counter() - t:.0f} s, exit {pip.returncode}")
+    if pip.returncode != 0 or not inspect_bin.exists():
+        print("  install failed:\n" + pip.stderr[-2000:])
+        return None
+    return inspect_bin
+
+
+def inspect_compare(root: Path, run: int, samples: int) -> dict[str, float]:
+    inspect_bin = ensure_inspect()
+    if inspect_bin is None:
+        return {}
+    models, conc = 40, 64
+    with simulator() as sim:
+        cfg = write_config(root, "inspect-ifs", sweep_toml(fresh(root, "inspect-ifs-run"), sim.base, models=models))
+        code, wall, cpu, _ = sweep_subprocess(cfg)
+        ifs_calls = models * 200
+        assert code == 0, code
+        logs = fresh(root, "inspect-logs")
+        env = os.environ | {
+            "SIM_API_KEY": "no-key-needed",
+            "SIM_BASE_URL": sim.base,
+            "IFSWEEP_PERF_SAMPLES": str(samples),
+            "IFSWEEP_PERF_DATA": str(FOLLOWBENCH / "example_constraints.json"),
+            "INSPECT_LOG_DIR": str(logs),
+        }
+        cmd = [
+            str(inspect_bin), "eval", f"{INSPECT_TASK.name}@sweep_perf", "--model", "openai-api/sim/sim-inspect",
+            "--max-connections", str(conc), "--max-tasks", "1", "--display", "none", "--log-level", "error",
+            "--no-log-samples", "--no-log-realtime", "--max-tokens", str(MAX_TOKENS), "--temperature", "0",
+            "--no-fail-on-error", "--log-format", "eval",
+        ]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall0 = time.perf_counter()
+        res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=INSPECT_TASK.parent)
+        i_wall = time.perf_counter() - wall0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        sent = _sim_requests(sim)
+    i_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if res.returncode != 0:
+        print(f"inspect eval failed (exit {res.returncode}):\n{res.stdout[-1500:]}\n{res.stderr[-3000:]}")
+        return {}
+    ifs_per_cpu, i_per_cpu = ifs_calls / cpu, samples / i_cpu
+    print(f"inspect run {run}: whole processes (start-up included), c{conc}, latency 0 ({load_avg()})")
+    print(f"  ifsweep run   {ifs_calls:6d} calls {wall:6.1f} s wall {cpu:6.1f} CPU s = {ifs_per_cpu:7.0f} calls/CPU-s")
+    print(f"  inspect eval  {samples:6d} calls {i_wall:6.1f} s wall {i_cpu:6.1f} CPU s = {i_per_cpu:7.0f} calls/CPU-s")
+    print(f"  (simulator saw {sent} requests in all)")
+    print(f"  ifsweep / inspect calls per CPU-second: {ifs_per_cpu / i_per_cpu:.1f}x (goal >= 10x)")
+    return {"ratio": ifs_per_cpu / i_per_cpu}
+
+
+def _sim_requests(sim: Sim) -> int:
+    return -1  # the subprocess simulator keeps its counts to itself; Inspect's log has its own
+
+
+def latency(root: Path, run: int) -> dict[str, float]:
+    models, conc, lat = 40, 256, 0.2
+    with simulator("--latency-ms", str(lat * 1000)) as sim:
+        bodies = same_requests(models)
+        b_rate, _ = asyncio.run(bare_loop(sim.base, bodies, conc))
+        cfg = write_config(
+            root, "latency", sweep_toml(fresh(root, "latency-run"), sim.base, models=models, concurrency=conc)
+        )
+        m = sweep_in_process(cfg)
+    calls = m.result.done + m.result.errors
+    assert m.result.status == "complete" and calls == len(bodies), m.result
+    ideal = conc / lat
+    rate = calls / m.wall_s
+    print(f"latency run {run}: {calls} calls, latency 200 ms, c{conc}, ideal {ideal:.0f}/s ({load_avg()})")
+    print(f"  bare aiohttp  {b_rate:7.0f} calls/s = {b_rate / ideal:.0%} of ideal")
+    print(f"  ifsweep       {rate:7.0f} calls/s = {rate / ideal:.0%} of ideal (goal >= 90%)")
+    return {"ratio": rate / ideal}
+
+
+def _server_tokens(bodies: Sequence[bytes]) -> float:
+    """What the simulator charges per request: prompt tokens (len // 4 + 1 per message) + max_tokens."""
+    total = 0
+    for body in bodies:
+        req = orjson.loads(body)
+        total += sum(len(m["content"]) // 4 + 1 for m in req["messages"]) + req["max_tokens"]
+    return total / len(bodies)
+
+
+def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
+    rpm, burst = 1200, 2.0
+    data = synthetic_data(root, copies)
+    import benchmarks
+
+    instances = list(benchmarks.get("followbench").load(data, {"categories": ["example"]}))
+    per_call = _server_tokens(
+        [
+            orjson.dumps({"messages": [m.as_dict() for m in i.messages], "max_tokens": MAX_TOKENS})
+            for i in instances
+        ]
+    )
+    tpm = int(rpm * per_call * 0.75)  # the token limit binds at 75% of the request limit
+    n = len(instances)
+    # Ideal: the server's token bucket starts with `burst` seconds' worth, then refills at tpm/60.
+    ideal_s = max(0.0, (n * per_call - tpm * burst / 60) / (tpm / 60))
+    flags = ("--rpm", str(rpm), "--tpm", str(tpm), "--burst-s", str(burst))
+    out: dict[str, float] = {}
+    for retry_after in (True, False):
+        with simulator(*flags, *(() if retry_after else ("--no-retry-after",))) as sim:
+            extra = f"rpm = {rpm}\ntpm = {tpm}"
+            text = sweep_toml(fresh(root, "limits-run"), sim.base, models=1, data=data, model_extra=extra)
+            m = sweep_in_process(write_config(root, "limits", text))
+        res = m.result
+        gens = _generation_records(root / "limits-run")
+        limited = sum(int(g.get("rate_limited") or 0) for g in gens)
+        attempts = sum(int(g.get("attempts") or 0) for g in gens)
+        ok = sum(g["status"] != "error" for g in gens)
+        ratio = ideal_s / m.wall_s if m.wall_s else 0.0
+        tag = "with" if retry_after else "without"
+        print(
+            f"limits run {run} ({tag} Retry-After): {n} calls, rpm {rpm}, tpm {tpm} "
+            f"(~{per_call:.0f} tokens/call, binds at {tpm / per_call:.0f}/min), burst {burst:.0f} s ({load_avg()})"
+        )
+        print(
+            f"  {m.wall_s:.1f} s vs ideal {ideal_s:.1f} s = {ratio:.0%} of the limit's throughput (goal >= 95%); "
+            f"429s {limited}/{attempts} attempts = {limited / max(attempts, 1):.2%} (goal <= 1%); "
+            f"status {res.status}, {ok}/{n} ok"
+        )
+        out[f"ratio_{tag}"] = ratio
+        out[f"rate429_{tag}"] = limited / max(attempts, 1)
+    return out
+
+
+def _generation_records(run_dir: Path) -> list[dict[str, Any]]:
+    from runner.shards import RunStore
+
+    store = RunStore.open(run_dir, writer_id="perf-reader")
+    try:
+        return list(store.iter_records({"generation"}))
+    finally:
+        store.close()
+
+
+def budget(root: Path, run: int) -> dict[str, float]:
+    models = 10
+    price = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
+    with simulator() as sim:
+        full = sweep_in_process(
+            write_config(root, "budget-full", sweep_toml(fresh(root, "budget-full-run"), sim.base, models=models, max_usd=1e6, model_extra=price))
+        )
+        cap = full.result.spent_usd / 2
+        half = sweep_in_process(
+            write_config(root, "budget-half", sweep_toml(fresh(root, "budget-half-run"), sim.base, models=models, max_usd=cap, model_extra=price))
+        )
+    res = half.result
+    print(f"budget run {run}: {models} models x 200, whole sweep costs ${full.result.spent_usd:.4f}; cap ${cap:.4f} ({load_avg()})")
+    print(
+        f"  status {res.status} (exit {res.exit_code}), {res.done}/{res.planned} done, spent ${res.spent_usd:.4f} "
+        f"= {res.spent_usd / cap:.2%} of cap (goal <= 100% and >= 95%)"
+    )
+    return {"ratio": res.spent_usd / cap}
+
+
+def memory(root: Path, run: int) -> dict[str, float]:
+    models = 40
+    figures: dict[str, float] = {}
+    with simulator() as sim:
+        for calls in (50_000, 200_000):
+            copies = calls // (models * 200)
+            data = synthetic_data(root, copies)
+            cfg = write_config(root, f"mem{calls}", sweep_toml(fresh(root, f"mem{calls}-run"), sim.base, models=models, data=data))
+            code, wall, cpu, rss_kib = sweep_subprocess(cfg)
+            figures[str(calls)] = rss_kib / 1024
+            print(
+                f"memory run {run}: {calls} calls ({models} models x {copies * 200}) exit {code}: peak RSS "
+                f"{rss_kib / 1024:.0f} MB, {wall:.0f} s wall ({calls / wall:.0f} calls/s), {cpu / calls * 1000:.3f} CPU ms/call ({load_avg()})"
+            )
+            shutil.rmtree(root / f"mem{calls}-run", ignore_errors=True)
+    big, small = figures["200000"], figures["50000"]
+    print(f"  200k / 50k peak RSS: {big / small:.2f} (goal <= 1.10), 200k under 500 MB: {big < 500}")
+    return {"ratio": big / small, "peak_mb": big}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)")
+    p.add_argument("--runs", type=int, default=2)
+    p.add_argument("--profile", action="store_true", help="cProfile the overhead sweep (first run)")
+    p.add_argument("--inspect-samples", type=int, default=2000)
+    p.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp folder)")
+    args = p.parse_args(argv)
+    chosen = args.scenarios or list(SCENARIOS)
+    for name in chosen:
+        if name not in SCENARIOS:
+            p.error(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
+    root = args.keep or Path(tempfile.mkdtemp(prefix="sweep-perf-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in chosen:
+            for run in range(1, args.runs + 1):
+                if name == "overhead":
+                    overhead(root, run, args.profile and run == 1)
+                elif name == "inspect":
+                    inspect_compare(root, run, args.inspect_samples)
+                elif name == "latency":
+                    latency(root, run)
+                elif name == "limits":
+                    limits(root, run)
+                elif name == "budget":
+                    budget(root, run)
+                elif name == "memory":
+                    memory(root, run)
+                sys.stdout.flush()
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
