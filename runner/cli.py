@@ -10,8 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.errors import UsageError
+
+if TYPE_CHECKING:
+    from runner.config import SweepConfig
+    from runner.scheduler import Work
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -129,12 +134,13 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args: argparse.Namespace) -> int:
     import anyio
 
-    from runner.config import load_config
-    from runner.sweep import check_ready, load_work, run_sweep
+    from runner.config import check_output_dir, load_config
+    from runner.sweep import check_ready, run_sweep
 
     partition = _partition(args.partition)
     cfg = load_config(args.config)
-    work = load_work(cfg)
+    check_output_dir(cfg)
+    work = _load_work(cfg)
     check_ready(cfg, work)
     result = anyio.run(
         lambda: run_sweep(
@@ -147,6 +153,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     _print_result(result, cfg.run.output_dir)
     return result.exit_code
+
+
+def _load_work(cfg: SweepConfig) -> Work:
+    """The benchmarks' instances; a data file the OS will not read is the user's to fix (exit 2)."""
+    from runner.sweep import load_work
+
+    try:
+        return load_work(cfg)
+    except OSError as e:
+        detail = f"{e.strerror}: {e.filename}" if e.strerror and e.filename else str(e)
+        raise UsageError(f"{cfg.path}: benchmark data cannot be read: {detail}") from None
 
 
 def _partition(text: str | None) -> tuple[int, int] | None:
@@ -178,10 +195,9 @@ def _print_result(result: object, run_dir: Path) -> None:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from runner.config import load_config
     from runner.planning import estimate, render_estimate
-    from runner.sweep import load_work
 
     cfg = load_config(args.config, check_env=False)
-    print(render_estimate(estimate(cfg, load_work(cfg))))
+    print(render_estimate(estimate(cfg, _load_work(cfg))))
     return EXIT_OK
 
 

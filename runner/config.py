@@ -144,6 +144,20 @@ def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) 
     return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judge=judge, raw=dict(raw))
 
 
+def check_output_dir(cfg: SweepConfig) -> None:
+    """Refuse, before anything runs, a run directory that cannot be created or written: its nearest
+    existing ancestor must be a writable directory."""
+    out = cfg.run.output_dir
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = f"{probe} is not a directory" if probe != out else "it exists and is not a directory"
+        raise ConfigError(cfg.path, "run.output_dir", f"cannot use {out}: {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(cfg.path, "run.output_dir", f"cannot write to {probe} (permission denied)")
+
+
 # ---------------------------------------------------------------------------------------------- pieces
 
 
@@ -229,8 +243,10 @@ def _endpoint(
                 f"{where}.api_key_env",
                 "must be the NAME of an environment variable (letters, digits, _), never the key",
             )
-        if check_env and key_env not in os.environ:
-            raise ConfigError(path, f"{where}.api_key_env", f"environment variable {key_env} is not set")
+        if check_env and not os.environ.get(key_env):
+            raise ConfigError(
+                path, f"{where}.api_key_env", f"environment variable {key_env} is not set (or is empty)"
+            )
     params = _table(path, f"{where}.params", t.get("params", {}))
     price = None
     if "price" in t:

@@ -19,6 +19,12 @@ EXPECTED = {
         "RetryPolicy", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "UnknownPrice", "check_prices",
         "classify", "estimate_tokens", "import_litellm", "resolve_price", "resolve_route", "scrub", "serve_main",
     },
+    "metrics": {
+        "METRIC_COLUMNS", "VERDICT_SCHEMA", "VerdictError", "analytics", "cfbench_metrics", "compute_metrics",
+        "coverage_metrics", "eifbench_metrics", "followbench_metrics", "infobench_metrics", "paired_differences",
+        "read_verdicts", "render_csv", "render_html", "render_json", "render_markdown", "render_table",
+        "validate_verdicts",
+    },
     "runner": {
         "BenchmarkConfig", "ConfigError", "DiskFullError", "RunConfig", "RunStore", "SweepConfig", "SweepResult",
         "UsageError", "check_ready", "load_config", "load_work", "parse_config", "record_key", "run_sweep",

@@ -9,6 +9,7 @@ with the faults switched off retries only the errors.
 from __future__ import annotations
 
 import collections
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,14 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != KEY_ENV}
 
 
+def dead_base() -> str:
+    """An api_base on a loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
 def records(out: Path, kinds: set[str]) -> list[dict[str, Any]]:
     store = RunStore.open(out, writer_id="reader")
     try:
@@ -74,9 +83,22 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         if path == "litellm":
             extra += "\nuse_litellm = true"
         text = toml_config(
-            out, sim.base_url, models=("alpha", "beta"), bench=("infobench", "cfbench"), limit=6, extra_model=extra
+            out,
+            sim.base_url,
+            models=("alpha", "beta"),
+            bench=("infobench", "cfbench"),
+            limit=6,
+            extra_model=extra,
         )
-        text += f'api_key_env = "{KEY_ENV}"\ntimeout_s = 6.0\n' + ("use_litellm = true\n" if path == "litellm" else "")
+        text += f'api_key_env = "{KEY_ENV}"\ntimeout_s = 6.0\n' + (
+            "use_litellm = true\n" if path == "litellm" else ""
+        )
+        # A provider that is down for the whole first run: its calls must end as error records.
+        text += (
+            f'\n[[models]]\nid = "gamma"\nmodel = "openai/sim-gamma"\napi_base = "{dead_base()}"\n'
+            + extra.replace("timeout_s = 6.0", "timeout_s = 1.5")
+            + "\nparams = { temperature = 0, max_tokens = 128 }\n"
+        )
         cfg = tmp_path / "sweep.toml"
         cfg.write_text(text)
 
@@ -90,8 +112,8 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         verdicts = records(out, {"verdict"})
         judgments = records(out, {"judgment"})
         pairs = {(g["model"], g["instance_id"]) for g in gens}
-        assert len(pairs) == len(gens) == 2 * 12, "a pair is missing or was generated twice"
-        assert len({(v["model"], v["instance_id"]) for v in verdicts}) == len(verdicts) == 24
+        assert len(pairs) == len(gens) == 3 * 12, "a pair is missing or was generated twice"
+        assert len({(v["model"], v["instance_id"]) for v in verdicts}) == len(verdicts) == 36
         assert {g["path"] for g in gens} == {path}
 
         statuses = collections.Counter(g["status"] for g in gens)
@@ -111,9 +133,10 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
                 assert (g["model"], g["instance_id"]) not in judged
             else:  # empty, truncated and refused answers are real answers: judged
                 assert (g["model"], g["instance_id"]) in judged
-                assert any(r["source"] == "judge" and r["status"] != "error" for r in v["rows"]) or v[
-                    "status"
-                ] == "error"
+                assert (
+                    any(r["source"] == "judge" and r["status"] != "error" for r in v["rows"])
+                    or v["status"] == "error"
+                )
         summary = (out / "summary.json").read_text()
         assert f'"errors": {sum(v["status"] == "error" for v in verdicts)}' in summary
 
@@ -130,6 +153,7 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
 
         # Resume with a healthy provider: only error records are sent again.
         errors_before = {g["key"] for g in gens if g["status"] == "error"}
+        assert errors_before, "no call ended in error: the resume below would prove nothing"
         sim.set_config(SimConfig(seed=21))
         sim.stats.reset()
         second = run_ifsweep(cfg)
@@ -138,7 +162,12 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         latest: dict[str, dict[str, Any]] = {}
         for g in gens2:
             latest[g["key"]] = g
-        assert all(g["status"] != "error" for g in latest.values())
+        assert all(g["status"] != "error" for g in latest.values() if g["model"] != "gamma")
+        assert all(
+            g["status"] == "error" and g["error_kind"] == "connection"
+            for g in latest.values()
+            if g["model"] == "gamma"
+        )
         resent = collections.Counter(g["key"] for g in gens2[len(gens) :])
         assert set(resent) == errors_before and all(n == 1 for n in resent.values())
         assert secret_hits(out, second.stdout, second.stderr) == []
