@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from metrics import VERDICT_SCHEMA
 from runner.shards import DamageReport, scan_shards, shard_files
 
 __all__ = [
@@ -61,27 +62,13 @@ _VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
     "split": pl.String(),
     "rows": pl.List(_ROW_SCHEMA),
 }
-# One row per constraint. `scoring` is beyond the design's list: a run may score one benchmark in two
-# modes, and metrics must never mix them.
-VERDICT_COLUMNS: dict[str, pl.DataType] = {
-    "run": pl.String(),
-    "benchmark": pl.String(),
-    "model": pl.String(),
-    "judge": pl.String(),
-    "scoring": pl.String(),
-    "instance_id": pl.String(),
-    "group_id": pl.String(),
-    "level": pl.Int64(),
-    "category": pl.String(),
-    "split": pl.String(),
-    "instruction_idx": pl.Int64(),
-    "constraint_idx": pl.Int64(),
-    "constraint_type": pl.String(),
-    "priority": pl.String(),
-    "satisfied": pl.Boolean(),
-    "source": pl.String(),
-    "status": pl.String(),
-}
+# One row per constraint: the metrics package's verdict schema, plus `scoring` after `judge` (a run may
+# score one benchmark in two modes over time, and rows must say which).
+VERDICT_COLUMNS: dict[str, pl.DataType] = {}
+for _name, _dtype in VERDICT_SCHEMA.items():
+    VERDICT_COLUMNS[_name] = _dtype
+    if _name == "judge":
+        VERDICT_COLUMNS["scoring"] = pl.String()
 CALL_COLUMNS: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "key": pl.String(),

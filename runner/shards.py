@@ -521,14 +521,7 @@ class RunStore:
         batch = self._take()
         if batch is None:
             return
-        try:
-            self._commit(batch, sync=False)
-        except OSError:
-            self._restore(batch)
-            raise
-        finally:
-            if self._inflight is batch:
-                self._inflight = None
+        self._commit_here(batch, sync=False)
         if not self._unsynced and self._wake is not None:
             self._wake.set()
         self._unsynced = True
@@ -536,20 +529,23 @@ class RunStore:
     def flush(self) -> None:
         """Write and fsync everything buffered, now, on this thread (after a batch the flusher holds)."""
         for batch in (self._inflight, self._take()):
-            if batch is None:
-                continue
-            try:
-                self._commit(batch)
-            except OSError:
-                self._restore(batch)
-                raise
-            finally:
-                if self._inflight is batch:
-                    self._inflight = None
+            if batch is not None:
+                self._commit_here(batch, sync=True)
         if self._unsynced and self._cur_fd >= 0:
             if self.fsync:
                 os.fsync(self._cur_fd)
             self._unsynced = False
+
+    def _commit_here(self, batch: _Batch, *, sync: bool) -> None:
+        """Commit on this thread; a failed batch goes back in front of the buffer, nothing forgotten."""
+        try:
+            self._commit(batch, sync=sync)
+        except OSError:
+            self._restore(batch)
+            raise
+        finally:
+            if self._inflight is batch:
+                self._inflight = None
 
     async def flusher(self) -> None:
         """Group commit until cancelled: whatever was appended is written and fsynced within flush_ms of
