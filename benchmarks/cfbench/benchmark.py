@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks._options import check_known
 from benchmarks.base import Release
 from benchmarks.cfbench.imports import read_reference_outputs
 from benchmarks.cfbench.load import load_instances, wanted_splits
@@ -24,6 +25,7 @@ class CFBench:
     release: Release = CFBENCH
 
     def validate_options(self, options: Mapping[str, Any]) -> None:
+        check_known(self.name, options, self.options)
         wanted_splits(options)
 
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks._files import typed_field
 from benchmarks.cfbench.load import (
     instance_from_record,
     load_instances,
@@ -66,20 +67,6 @@ def _from_data(record: dict[str, Any], known: Mapping[str, Instance], path: str,
     return instance
 
 
-def _optional_string(record: dict[str, Any], key: str, path: str, index: int) -> str | None:
-    value = record.get(key)
-    if value is not None and not isinstance(value, str):
-        raise DataError(path, f"expected a string, got {type(value).__name__}", record=index, field=key)
-    return value
-
-
-def _string(record: dict[str, Any], key: str, path: str, index: int) -> str:
-    value = _optional_string(record, key, path, index)
-    if value is None:
-        raise DataError(path, "missing", record=index, field=key)
-    return value
-
-
 def _read_file(path: Path, known: Mapping[str, Instance] | None) -> Iterator[ImportedResult]:
     where = str(path)
     is_eval = path.stem.endswith("_eval")
@@ -91,12 +78,14 @@ def _read_file(path: Path, known: Mapping[str, Instance] | None) -> Iterator[Imp
             instance = instance_from_record(record, where, index)
         else:
             instance = _from_data(record, known, where, index)
-        response = _string(record, "response", where, index)
-        if is_eval:
-            reply: str | None = _string(record, "judge_response", where, index)
-        else:
-            reply = _optional_string(record, "judge_response", where, index)
-        model = _optional_string(record, "infer_model", where, index) or default_model
+        response: str = typed_field(where, index, record, "response", str)
+        # An infer file has no judge reply yet; an eval file must hold one.
+        kind = str if is_eval else (str, type(None))
+        reply: str | None = typed_field(where, index, record, "judge_response", kind, required=is_eval)
+        model = (
+            typed_field(where, index, record, "infer_model", (str, type(None)), required=False)
+            or default_model
+        )
         replies = {} if reply is None else {(0, 0): reply}
         yield ImportedResult(model=model, instance=instance, response=response, replies=replies)
 

@@ -7,11 +7,11 @@ spells it so), `scenario`, `source`, `split` ("easy" | "hard") and `criteria`: a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks._files import read_json_array, typed_field
 from benchmarks.records import Constraint, DataError, Instance, Message, Priority
 
 __all__ = [
@@ -40,25 +40,6 @@ def resolve(data_dir: Path) -> Path:
     raise DataError(str(data_dir), f"no {DATA_FILE} here, nor in its data/ folder")
 
 
-def read_json_array(path: Path) -> list[Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(str(path), f"not readable as UTF-8 JSON: {exc}") from exc
-    if not isinstance(raw, list):
-        raise DataError(str(path), f"expected a JSON array of records, got {type(raw).__name__}")
-    return raw
-
-
-def _text(record: Mapping[str, Any], key: str, path: str, index: int) -> str:
-    if key not in record:
-        raise DataError(path, "missing", record=index, field=key)
-    value = record[key]
-    if not isinstance(value, str):
-        raise DataError(path, f"expected a string, got {type(value).__name__}", record=index, field=key)
-    return value
-
-
 def _constraint(item: Any, pos: int, path: str, index: int) -> tuple[Constraint, str | None]:
     where = f"criteria[{pos}]"
     if not isinstance(item, list) or len(item) != 4 or not all(isinstance(x, str) for x in item):
@@ -80,8 +61,8 @@ def instance_from_record(record: Any, path: str, index: int) -> Instance:
     idx = record.get("idx")
     if isinstance(idx, bool) or not isinstance(idx, int) or idx < 0:
         raise DataError(path, f"expected a non-negative integer, got {idx!r}", record=index, field="idx")
-    texts = {key: _text(record, key, path, index) for key in _TEXT_FIELDS}
-    split = _text(record, "split", path, index)
+    texts = {key: typed_field(path, index, record, key, str) for key in _TEXT_FIELDS}
+    split = typed_field(path, index, record, "split", str)
     if split not in SPLITS:
         raise DataError(path, f"expected 'easy' or 'hard', got {split!r}", record=index, field="split")
     criteria = record.get("criteria")

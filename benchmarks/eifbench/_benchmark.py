@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks._options import check_known, one_of
 from benchmarks.base import Release
 from benchmarks.eifbench import _import, _parse, _prompts
 from benchmarks.eifbench._load import SCENARIOS, load_instances
@@ -15,12 +16,7 @@ FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
 def _scenario(options: Mapping[str, Any]) -> str | None:
-    value = options.get("scenario")
-    if value is None:
-        return None
-    if value not in SCENARIOS:
-        raise ValueError(f"option 'scenario': expected one of {', '.join(SCENARIOS)}, got {value!r}")
-    return str(value)
+    return one_of(options, "scenario", SCENARIOS)
 
 
 class EIFBench:
@@ -34,9 +30,7 @@ class EIFBench:
         return releases.EIFBENCH
 
     def validate_options(self, options: Mapping[str, Any]) -> None:
-        unknown = set(options) - self.options
-        if unknown:
-            raise ValueError(f"unknown option(s) for eifbench: {', '.join(sorted(unknown))}")
+        check_known(self.name, options, self.options)
         _scenario(options)
 
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:

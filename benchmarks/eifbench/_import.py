@@ -9,11 +9,10 @@ question judged twice (a resumed run appends) keeps its last line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
+from benchmarks._files import iter_json_lines, typed_field
 from benchmarks.eifbench._load import SCENARIOS, load_instances
 from benchmarks.records import DataError, ImportedResult, Instance
 
@@ -39,15 +38,6 @@ def model_name(path: Path, scenario: str) -> str:
     return name
 
 
-def _field(path: Path, line: int, obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    if name not in obj:
-        raise DataError(str(path), "missing", record=line, field=name)
-    value = obj[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise DataError(str(path), f"unexpected value {value!r}", record=line, field=name)
-    return value
-
-
 class _Gathered:
     """Everything read for one task of one file: the last output seen and a reply per constraint."""
 
@@ -61,23 +51,12 @@ class _Gathered:
 
 def _read_file(path: Path, instances: Mapping[int, Instance]) -> Iterator[_Gathered]:
     tasks: dict[int, _Gathered] = {}
-    text = path.read_text(encoding="utf-8")
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                str(path), f"not valid JSON: {exc.msg} (column {exc.colno})", record=line
-            ) from None
-        if not isinstance(obj, dict):
-            raise DataError(str(path), "expected a JSON object", record=line)
-        main_id = _field(path, line, obj, "main_id", int)
-        key = _field(path, line, obj, "sub_instruction_id", str)
-        question = _field(path, line, obj, "question", str)
-        output = _field(path, line, obj, "output", (str, type(None)))
-        reply = _field(path, line, obj, "point_explanation", str)
+    for line, obj in iter_json_lines(path):
+        main_id = typed_field(path, line, obj, "main_id", int)
+        key = typed_field(path, line, obj, "sub_instruction_id", str)
+        question = typed_field(path, line, obj, "question", str)
+        output = typed_field(path, line, obj, "output", (str, type(None)))
+        reply = typed_field(path, line, obj, "point_explanation", str)
         if reply in _NOT_A_REPLY:
             continue
         if main_id not in instances:

@@ -8,13 +8,13 @@ file) are read and checked but, as there, neither shown to the model nor judged.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from benchmarks._files import read_json_array, typed_field
 from benchmarks.eifbench._prompts import SPLIT_THRESHOLD, generation_messages, input_text
 from benchmarks.records import Constraint, DataError, Instance
 
@@ -98,10 +98,6 @@ def _str_list(value: Any) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _sub_instructions(path: Path, record: int, value: Any) -> tuple[SubInstruction, ...]:
     def fail(message: str) -> DataError:
         return DataError(str(path), message, record=record, field="sub_instructions")
@@ -145,11 +141,9 @@ def parse_task(path: Path, record: int, obj: Any) -> Task:
         if name not in obj:
             raise fail(name, "missing")
     for name in _STR_FIELDS:
-        if not isinstance(obj[name], str):
-            raise fail(name, f"expected a string, got {type(obj[name]).__name__}")
+        typed_field(path, record, obj, name, str)
     for name in ("main_id", "idx_in_group"):
-        if not _is_int(obj[name]):
-            raise fail(name, f"expected an integer, got {obj[name]!r}")
+        typed_field(path, record, obj, name, int)
     for name in ("composition_types", "scoring_questions"):
         if not _str_list(obj[name]):
             raise fail(name, "expected a list of strings")
@@ -170,14 +164,7 @@ def parse_task(path: Path, record: int, obj: Any) -> Task:
 
 def read_tasks(path: Path) -> Iterator[Task]:
     """Validated tasks in file order; a main_id seen twice fails on its second record."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            str(path), f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    if not isinstance(data, list):
-        raise DataError(str(path), f"expected a JSON array of tasks, got {type(data).__name__}")
+    data = read_json_array(path, "tasks")
     seen: dict[int, int] = {}
     for record, obj in enumerate(data):
         task = parse_task(path, record, obj)

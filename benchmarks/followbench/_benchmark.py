@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks._options import check_known
 from benchmarks.base import Release
 from benchmarks.followbench import _import, _load, _parse, _prompts, _scoring
 from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
@@ -46,6 +47,7 @@ class FollowBench:
     release: Release = FOLLOWBENCH
 
     def validate_options(self, options: Mapping[str, Any]) -> None:
+        check_known(self.name, options, self.options)
         _load.validate_options(options)
 
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:

@@ -15,13 +15,13 @@ prompt finds its reply. The data is needed: the answer files hold no level, sour
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks._files import iter_json_lines, typed_field
 from benchmarks.followbench._load import CATEGORIES, load
 from benchmarks.followbench._prompts import judge_prompt
 from benchmarks.records import DataError, ImportedResult, Instance
@@ -47,12 +47,8 @@ def model_and_category(path: Path) -> tuple[str, str]:
     return model, _ALIASES.get(category, category)
 
 
-def _content(path: Path, line: int, obj: Any) -> tuple[str, str]:
-    if not isinstance(obj, dict):
-        raise DataError(str(path), "expected a JSON object", record=line)
-    prompt = obj.get("prompt_new")
-    if not isinstance(prompt, str):
-        raise DataError(str(path), "missing or not a string", record=line, field="prompt_new")
+def _content(path: Path, line: int, obj: Mapping[str, Any]) -> tuple[str, str]:
+    prompt: str = typed_field(path, line, obj, "prompt_new", str)
     choices = obj.get("choices")
     try:
         content = choices[0]["message"]["content"]  # type: ignore[index]
@@ -70,19 +66,7 @@ def _content(path: Path, line: int, obj: Any) -> tuple[str, str]:
 
 def read_lines(path: Path) -> Iterator[tuple[str, str]]:
     """(prompt_new, content) of every line, in file order. Line numbers in errors are 1-based."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(str(path), f"not readable as UTF-8 text: {exc}") from None
-    for line, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                str(path), f"not valid JSON: {exc.msg} (column {exc.colno})", record=line
-            ) from None
+    for line, obj in iter_json_lines(path):
         yield _content(path, line, obj)
 
 

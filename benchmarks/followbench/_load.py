@@ -8,12 +8,12 @@ path. Every row is checked before any instance is yielded, so a bad file fails a
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._files import read_json_array
 from benchmarks.followbench._prompts import generation_messages
 from benchmarks.records import Constraint, DataError, Instance
 
@@ -74,24 +74,6 @@ def resolve_language_dir(data_dir: Path, options: Mapping[str, Any]) -> tuple[Pa
         return data_dir, str(options.get("language", default))
     language = str(options.get("language", "en"))
     return data_dir / LANGUAGES[language], language
-
-
-def _read_array(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(str(path), "file not found") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(str(path), f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            str(path), f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
-    if not isinstance(data, list):
-        raise DataError(str(path), f"expected a JSON array of records, got {type(data).__name__}")
-    return data
 
 
 def _row(path: Path, index: int, record: Any) -> Row:
@@ -184,7 +166,7 @@ def _check_target(path: Path, index: int, category: str, row: Row) -> None:
 def read_category(language_dir: Path, category: str, language: str) -> list[Instance]:
     """Every evaluated instance of one category file, after validating the whole file."""
     path = language_dir / file_name(category)
-    records = _read_array(path)
+    records = read_json_array(path)
     first_level = 1 if category == "example" else 0
     instances: list[Instance] = []
     seen: set[int] = set()

@@ -53,6 +53,15 @@ def _quote_bare(listed: str) -> str:
     return listed.replace("YES", "'YES'").replace("NO", "'NO'")
 
 
+def _list_items(last: str, language: str) -> list[object] | None:
+    """The elements of the first [...] on the reply's last line, or None without a readable list."""
+    found = _LIST.search(last)
+    if found is None:
+        return None
+    listed = _quote_bare(found.group()) if language == "zh" else found.group()
+    return _literal_list(listed)
+
+
 def decide_paper(reply: str, level: int, language: str) -> tuple[bool, ...] | None:
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
     if not lines:
@@ -62,11 +71,7 @@ def decide_paper(reply: str, level: int, language: str) -> tuple[bool, ...] | No
         last = _unquote_curly(last)
     if level == 1:
         return _single(last)
-    found = _LIST.search(last)
-    if found is None:
-        return None
-    listed = _quote_bare(found.group()) if language == "zh" else found.group()
-    items = _literal_list(listed)
+    items = _list_items(last, language)
     if items is None or len(items) != level or any(item not in ("YES", "NO") for item in items):
         return None
     return tuple(item == "YES" for item in items)
@@ -84,11 +89,7 @@ def decide_reference(reply: str, level: int, language: str) -> tuple[bool, ...] 
     last = _reference_last_line(reply, language)
     if level == 1:
         return _single(last)
-    found = _LIST.search(last)
-    if found is None:
-        return None
-    listed = _quote_bare(found.group()) if language == "zh" else found.group()
-    items = _literal_list(listed)
+    items = _list_items(last, language)
     if items is None:
         return None
     if language == "zh":

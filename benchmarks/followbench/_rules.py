@@ -194,21 +194,42 @@ def _cumulative(checks: Sequence[Check]) -> SourceRule:
     return rule
 
 
-SOURCE_RULES_EN: dict[str, SourceRule] = {
-    "E2E": exact_match,
-    "WIKIEVENTS": lines_within_target,
-    "CONLL2003": one_of_listed,
-    "text_editing": exact_match,
-    "cnn_dailymail": _cumulative(CNN_EN),
-    "xsum": _cumulative(XSUM_EN),
-    "samsum": _cumulative(SAMSUM_EN),
-    "gigaword": _cumulative(GIGAWORD_EN),
-    "arxiv": _cumulative(ARXIV_EN),
-    "BBH_logical": last_match_equals(r"\([A-Z]\)"),
-    "BBH_time": last_match_equals(r"\d{2}/\d{2}/\d{4}"),
-    "self_made_space": contains_target,
-    "gsm_8k": last_match_equals(r"\$\d+"),
-}
+def source_rules(
+    *,
+    cnn_dailymail: Sequence[Check],
+    xsum: Sequence[Check],
+    samsum: Sequence[Check],
+    gigaword: Sequence[Check],
+    arxiv: Sequence[Check],
+    gsm_8k_answer: str,
+) -> dict[str, SourceRule]:
+    """The rule of every rule-checked source in one language: the languages share the target
+    comparisons and differ in the summarisation checks and in how a GSM8K answer is written."""
+    return {
+        "E2E": exact_match,
+        "WIKIEVENTS": lines_within_target,
+        "CONLL2003": one_of_listed,
+        "text_editing": exact_match,
+        "cnn_dailymail": _cumulative(cnn_dailymail),
+        "xsum": _cumulative(xsum),
+        "samsum": _cumulative(samsum),
+        "gigaword": _cumulative(gigaword),
+        "arxiv": _cumulative(arxiv),
+        "BBH_logical": last_match_equals(r"\([A-Z]\)"),
+        "BBH_time": last_match_equals(r"\d{2}/\d{2}/\d{4}"),
+        "self_made_space": contains_target,
+        "gsm_8k": last_match_equals(gsm_8k_answer),
+    }
+
+
+SOURCE_RULES_EN: dict[str, SourceRule] = source_rules(
+    cnn_dailymail=CNN_EN,
+    xsum=XSUM_EN,
+    samsum=SAMSUM_EN,
+    gigaword=GIGAWORD_EN,
+    arxiv=ARXIV_EN,
+    gsm_8k_answer=r"\$\d+",
+)
 
 
 # ---- English format examples 22 and 30 -----------------------------------------------------------

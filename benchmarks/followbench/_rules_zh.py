@@ -11,17 +11,7 @@ from __future__ import annotations
 import re
 import string
 
-from benchmarks.followbench._rules import (
-    Check,
-    SourceRule,
-    contains_target,
-    exact_match,
-    last_match_equals,
-    lines_within_target,
-    one_of_listed,
-    passes_levels,
-    three_paragraph_rule,
-)
+from benchmarks.followbench._rules import Check, SourceRule, source_rules, three_paragraph_rule
 
 _PUNCTUATION_ZH = string.punctuation + "，。：’“”"
 
@@ -85,28 +75,14 @@ ARXIV_ZH: tuple[Check, ...] = (
 )
 
 
-def _cumulative(checks: tuple[Check, ...]) -> SourceRule:
-    def rule(response: str, target: str, level: int) -> bool:
-        return passes_levels(checks, response, level)
-
-    return rule
-
-
-SOURCE_RULES_ZH: dict[str, SourceRule] = {
-    "E2E": exact_match,
-    "WIKIEVENTS": lines_within_target,
-    "CONLL2003": one_of_listed,
-    "text_editing": exact_match,
-    "cnn_dailymail": _cumulative(CNN_ZH),
-    "xsum": _cumulative(XSUM_ZH),
-    "samsum": _cumulative(SAMSUM_ZH),
-    "gigaword": _cumulative(GIGAWORD_ZH),
-    "arxiv": _cumulative(ARXIV_ZH),
-    "BBH_logical": last_match_equals(r"\([A-Z]\)"),
-    "BBH_time": last_match_equals(r"\d{2}/\d{2}/\d{4}"),
-    "self_made_space": contains_target,
-    "gsm_8k": last_match_equals(r"\d+美元"),
-}
+SOURCE_RULES_ZH: dict[str, SourceRule] = source_rules(
+    cnn_dailymail=CNN_ZH,
+    xsum=XSUM_ZH,
+    samsum=SAMSUM_ZH,
+    gigaword=GIGAWORD_ZH,
+    arxiv=ARXIV_ZH,
+    gsm_8k_answer=r"\d+美元",
+)
 
 
 def format_rule_zh(example_id: int, text: str, level: int) -> bool:

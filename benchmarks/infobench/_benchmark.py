@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from benchmarks._options import check_known, one_of
 from benchmarks.base import Release
 from benchmarks.infobench import _import, _parse, _prompts
 from benchmarks.infobench._load import read_rows, resolve_data_file, to_instance
@@ -16,12 +17,7 @@ FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
 def _split(options: Mapping[str, Any]) -> str | None:
-    value = options.get("split")
-    if value is None:
-        return None
-    if value not in SPLITS:
-        raise ValueError(f"option 'split': expected one of {', '.join(SPLITS)}, got {value!r}")
-    return str(value)
+    return one_of(options, "split", SPLITS)
 
 
 class InfoBench:
@@ -35,9 +31,7 @@ class InfoBench:
         return releases.INFOBENCH
 
     def validate_options(self, options: Mapping[str, Any]) -> None:
-        unknown = set(options) - self.options
-        if unknown:
-            raise ValueError(f"unknown option(s) for infobench: {', '.join(sorted(unknown))}")
+        check_known(self.name, options, self.options)
         _split(options)
 
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:

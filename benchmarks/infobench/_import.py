@@ -13,14 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.infobench._load import (
-    SUBSETS,
-    iter_json_lines,
-    parse_row,
-    read_rows,
-    resolve_data_file,
-    to_instance,
-)
+from benchmarks._files import iter_json_lines, typed_field
+from benchmarks.infobench._load import SUBSETS, parse_row, read_rows, resolve_data_file, to_instance
 from benchmarks.records import DataError, ImportedResult, Instance
 
 SUFFIX = "_DecomposeEval"
@@ -75,9 +69,7 @@ def read_decompose_eval(
                 raise DataError(
                     str(path), "questions differ from the data's", record=line, field="decomposed_questions"
                 )
-        output = obj.get("output")
-        if not isinstance(output, str):
-            raise DataError(str(path), "missing or not a string", record=line, field="output")
+        output = typed_field(path, line, obj, "output", str)
         values = _eval_values(path, line, obj, len(row.questions))
         replies = {(0, i): _REPLY_FOR[v] for i, v in enumerate(values)}
         yield ImportedResult(model=model, instance=instance, response=output, replies=replies)

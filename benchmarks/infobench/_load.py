@@ -7,12 +7,12 @@ the middle of a run.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._files import iter_json_lines, typed_field
 from benchmarks.infobench._prompts import generation_messages
 from benchmarks.records import Constraint, DataError, Instance
 
@@ -47,23 +47,6 @@ def resolve_data_file(data_dir: Path) -> Path:
     raise FileNotFoundError(f"{data_dir}: no {DATA_FILE} there (expected the file or a folder holding it)")
 
 
-def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(1-based line number, object) for each non-blank line; a line that is not a JSON object fails."""
-    text = path.read_text(encoding="utf-8")
-    for line_no, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                str(path), f"not valid JSON: {exc.msg} (column {exc.colno})", record=line_no
-            ) from None
-        if not isinstance(obj, dict):
-            raise DataError(str(path), f"expected a JSON object, got {type(obj).__name__}", record=line_no)
-        yield line_no, obj
-
-
 def parse_row(path: Path, line: int, obj: Mapping[str, Any]) -> Row:
     def fail(field: str, message: str) -> DataError:
         return DataError(str(path), message, record=line, field=field)
@@ -72,8 +55,7 @@ def parse_row(path: Path, line: int, obj: Mapping[str, Any]) -> Row:
         if name not in obj:
             raise fail(name, "missing")
     for name in _STR_FIELDS:
-        if not isinstance(obj[name], str):
-            raise fail(name, f"expected a string, got {type(obj[name]).__name__}")
+        typed_field(path, line, obj, name, str)
     if not obj["id"]:
         raise fail("id", "is empty")
     if obj["subset"] not in SUBSETS:
