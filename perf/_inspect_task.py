@@ -17,12 +17,14 @@ from inspect_ai.solver import generate
 
 @task
 def sweep_perf() -> Task:
-    rows = json.loads(open(os.environ["IFSWEEP_PERF_DATA"], encoding="utf-8").read())
+    with open(os.environ["IFSWEEP_PERF_DATA"], encoding="utf-8") as f:
+        rows = json.load(f)
     n = int(os.environ.get("IFSWEEP_PERF_SAMPLES", "2000"))
     samples = [
         Sample(
             id=i,
-            input=rows[i % len(rows)]["instruction"] + (f"\n(variant {i // len(rows)})" if i >= len(rows) else ""),
+            input=rows[i % len(rows)]["instruction"]
+            + (f"\n(variant {i // len(rows)})" if i >= len(rows) else ""),
             target="sim-quality",
         )
         for i in range(n)

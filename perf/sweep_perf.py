@@ -75,7 +75,9 @@ def _proc_cpu_s(pid: int) -> float:
 @contextmanager
 def simulator(*flags: str) -> Iterator[Sim]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "providers.simulator", "--port", "0", *flags], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "providers.simulator", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -110,7 +112,9 @@ def synthetic_data(root: Path, copies: int) -> Path:
     for k in range(copies):
         for r in rows:
             extra = f"\n(variant {k})" if k else ""
-            out.append(r | {"example_id": r["example_id"] + 1000 * k, "instruction": r["instruction"] + extra})
+            out.append(
+                r | {"example_id": r["example_id"] + 1000 * k, "instruction": r["instruction"] + extra}
+            )
     folder = root / f"followbench-x{copies}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "example_constraints.json").write_text(json.dumps(out, ensure_ascii=False), "utf-8")
@@ -183,12 +187,33 @@ def sweep_in_process(cfg_path: Path, profile: Path | None = None) -> Measured:
 
 
 def sweep_subprocess(cfg_path: Path, *extra: str) -> tuple[int, float, float, int]:
-    """`python -m runner.cli run CFG` as a child: (exit code, wall s, CPU s, peak RSS in KiB)."""
+    """`python -m runner.cli run CFG` as a child: (exit code, wall s, CPU s, peak RSS in KiB).
+
+    The peak is the child's own VmHWM, read from /proc while it runs: wait4's ru_maxrss would also count
+    this (bigger) process, whose pages the child held between fork and exec."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "runner.cli", "run", str(cfg_path), "--progress", "off", *extra])
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - wall0, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    cmd = [sys.executable, "-m", "runner.cli", "run", str(cfg_path), "--progress", "off", *extra]
+    proc = subprocess.Popen(cmd)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _vm_hwm_kib(proc.pid))
+        time.sleep(0.05)
+    wall = time.perf_counter() - wall0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child is reaped: its CPU is in here
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return proc.returncode, wall, cpu, peak
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass  # exited between poll() and open()
+    return 0
 
 
 def same_requests(models: int) -> list[bytes]:
@@ -260,7 +285,7 @@ INSPECT_TASK = HERE / "_inspect_task.py"
 
 
 def ensure_inspect() -> Path | None:
-    """Inspect AI in its own venv (its openai pin conflicts with our litellm's); None if it will not install."""
+    """Inspect AI in its own venv (its openai pin conflicts with our litellm's); None if it won't install."""
     inspect_bin = INSPECT_VENV / "bin" / "inspect"
     if inspect_bin.exists():
         return inspect_bin
@@ -268,7 +293,9 @@ def ensure_inspect() -> Path | None:
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(INSPECT_VENV)], check=True)
     pip = subprocess.run(
-        [str(INSPECT_VENV / "bin" / "pip"), "install", "-q", "inspect-ai", "openai"], capture_output=True, text=True
+        [str(INSPECT_VENV / "bin" / "pip"), "install", "-q", "inspect-ai", "openai"],
+        capture_output=True,
+        text=True,
     )
     print(f"  pip took {time.perf_counter() - t:.0f} s, exit {pip.returncode}")
     if pip.returncode != 0 or not inspect_bin.exists():
@@ -283,7 +310,9 @@ def inspect_compare(root: Path, run: int, samples: int) -> dict[str, float]:
         return {}
     models, conc = 40, 64
     with simulator() as sim:
-        cfg = write_config(root, "inspect-ifs", sweep_toml(fresh(root, "inspect-ifs-run"), sim.base, models=models))
+        cfg = write_config(
+            root, "inspect-ifs", sweep_toml(fresh(root, "inspect-ifs-run"), sim.base, models=models)
+        )
         code, wall, cpu, _ = sweep_subprocess(cfg)
         ifs_calls = models * 200
         assert code == 0, code
@@ -296,10 +325,11 @@ def inspect_compare(root: Path, run: int, samples: int) -> dict[str, float]:
             "INSPECT_LOG_DIR": str(logs),
         }
         cmd = [
-            str(inspect_bin), "eval", f"{INSPECT_TASK.name}@sweep_perf", "--model", "openai-api/sim/sim-inspect",
+            str(inspect_bin), "eval", f"{INSPECT_TASK.name}@sweep_perf",
+            "--model", "openai-api/sim/sim-inspect",
             "--max-connections", str(conc), "--max-tasks", "1", "--display", "none", "--log-level", "error",
             "--no-log-samples", "--no-log-realtime", "--max-tokens", str(MAX_TOKENS), "--temperature", "0",
-            "--no-fail-on-error", "--log-format", "eval",
+            "--no-fail-on-error", "--log-format", "json",
         ]  # fmt: skip
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         wall0 = time.perf_counter()
@@ -312,24 +342,28 @@ def inspect_compare(root: Path, run: int, samples: int) -> dict[str, float]:
         return {}
     ifs_per_cpu, i_per_cpu = ifs_calls / cpu, samples / i_cpu
     print(f"inspect run {run}: whole processes (start-up included), c{conc}, latency 0 ({load_avg()})")
-    print(f"  ifsweep run   {ifs_calls:6d} calls {wall:6.1f} s wall {cpu:6.1f} CPU s = {ifs_per_cpu:7.0f} calls/CPU-s")
-    print(f"  inspect eval  {samples:6d} calls {i_wall:6.1f} s wall {i_cpu:6.1f} CPU s = {i_per_cpu:7.0f} calls/CPU-s")
+    print(
+        f"  ifsweep run   {ifs_calls:6d} calls {wall:6.1f} s wall {cpu:6.1f} CPU s "
+        f"= {ifs_per_cpu:7.0f} calls/CPU-s"
+    )
+    print(
+        f"  inspect eval  {samples:6d} calls {i_wall:6.1f} s wall {i_cpu:6.1f} CPU s "
+        f"= {i_per_cpu:7.0f} calls/CPU-s"
+    )
     print(f"  inspect log: {_inspect_completed(logs)}")
     print(f"  ifsweep / inspect calls per CPU-second: {ifs_per_cpu / i_per_cpu:.1f}x (goal >= 10x)")
     return {"ratio": ifs_per_cpu / i_per_cpu}
 
 
 def _inspect_completed(logs: Path) -> str:
-    """Status and completed samples from the .eval log's header (a zip), so a failed run is not timed."""
-    import zipfile
-
-    found = sorted(logs.glob("*.eval"))
+    """Status and completed samples from the JSON log, so a failed Inspect run is not timed unseen."""
+    found = sorted(logs.glob("*.json"))
     if not found:
         return "no log written"
-    with zipfile.ZipFile(found[-1]) as z:
-        header = json.loads(z.read("header.json"))
+    header = json.loads(found[-1].read_text("utf-8"))
     results = header.get("results") or {}
-    return f"status {header.get('status')}, {results.get('completed_samples')}/{results.get('total_samples')} samples"
+    done, total = results.get("completed_samples"), results.get("total_samples")
+    return f"status {header.get('status')}, {done}/{total} samples"
 
 
 def latency(root: Path, run: int) -> dict[str, float]:
@@ -392,10 +426,12 @@ def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
         tag = "with" if retry_after else "without"
         print(
             f"limits run {run} ({tag} Retry-After): {n} calls, rpm {rpm}, tpm {tpm} "
-            f"(~{per_call:.0f} tokens/call, binds at {tpm / per_call:.0f}/min), burst {burst:.0f} s ({load_avg()})"
+            f"(~{per_call:.0f} tokens/call, binds at {tpm / per_call:.0f}/min), burst {burst:.0f} s "
+            f"({load_avg()})"
         )
         print(
-            f"  {m.wall_s:.1f} s vs ideal {ideal_s:.1f} s = {ratio:.0%} of the limit's throughput (goal >= 95%); "
+            f"  {m.wall_s:.1f} s vs ideal {ideal_s:.1f} s = {ratio:.0%} of the limit's throughput "
+            "(goal >= 95%); "
             f"429s {limited}/{attempts} attempts = {limited / max(attempts, 1):.2%} (goal <= 1%); "
             f"status {res.status}, {ok}/{n} ok"
         )
@@ -407,7 +443,7 @@ def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
 def _generation_records(run_dir: Path) -> list[dict[str, Any]]:
     from runner.shards import RunStore
 
-    store = RunStore.open(run_dir, writer_id="perf-reader")
+    store = RunStore.open(run_dir, writer_id="perf_reader")
     try:
         return list(store.iter_records({"generation"}))
     finally:
@@ -419,16 +455,32 @@ def budget(root: Path, run: int) -> dict[str, float]:
     price = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
     with simulator() as sim:
         full = sweep_in_process(
-            write_config(root, "budget-full", sweep_toml(fresh(root, "budget-full-run"), sim.base, models=models, max_usd=1e6, model_extra=price))
+            write_config(
+                root,
+                "budget-full",
+                sweep_toml(
+                    fresh(root, "budget-full-run"), sim.base, models=models, max_usd=1e6, model_extra=price
+                ),
+            )
         )
         cap = full.result.spent_usd / 2
         half = sweep_in_process(
-            write_config(root, "budget-half", sweep_toml(fresh(root, "budget-half-run"), sim.base, models=models, max_usd=cap, model_extra=price))
+            write_config(
+                root,
+                "budget-half",
+                sweep_toml(
+                    fresh(root, "budget-half-run"), sim.base, models=models, max_usd=cap, model_extra=price
+                ),
+            )
         )
     res = half.result
-    print(f"budget run {run}: {models} models x 200, whole sweep costs ${full.result.spent_usd:.4f}; cap ${cap:.4f} ({load_avg()})")
     print(
-        f"  status {res.status} (exit {res.exit_code}), {res.done}/{res.planned} done, spent ${res.spent_usd:.4f} "
+        f"budget run {run}: {models} models x 200, whole sweep costs ${full.result.spent_usd:.4f}; "
+        f"cap ${cap:.4f} ({load_avg()})"
+    )
+    print(
+        f"  status {res.status} (exit {res.exit_code}), {res.done}/{res.planned} done, "
+        f"spent ${res.spent_usd:.4f} "
         f"= {res.spent_usd / cap:.2%} of cap (goal <= 100% and >= 95%)"
     )
     return {"ratio": res.spent_usd / cap}
@@ -441,12 +493,17 @@ def memory(root: Path, run: int) -> dict[str, float]:
         for calls in (50_000, 200_000):
             copies = calls // (models * 200)
             data = synthetic_data(root, copies)
-            cfg = write_config(root, f"mem{calls}", sweep_toml(fresh(root, f"mem{calls}-run"), sim.base, models=models, data=data))
+            cfg = write_config(
+                root,
+                f"mem{calls}",
+                sweep_toml(fresh(root, f"mem{calls}-run"), sim.base, models=models, data=data),
+            )
             code, wall, cpu, rss_kib = sweep_subprocess(cfg)
             figures[str(calls)] = rss_kib / 1024
             print(
                 f"memory run {run}: {calls} calls ({models} models x {copies * 200}) exit {code}: peak RSS "
-                f"{rss_kib / 1024:.0f} MB, {wall:.0f} s wall ({calls / wall:.0f} calls/s), {cpu / calls * 1000:.3f} CPU ms/call ({load_avg()})"
+                f"{rss_kib / 1024:.0f} MB, {wall:.0f} s wall ({calls / wall:.0f} calls/s), "
+                f"{cpu / calls * 1000:.3f} CPU ms/call ({load_avg()})"
             )
             shutil.rmtree(root / f"mem{calls}-run", ignore_errors=True)
     big, small = figures["200000"], figures["50000"]
@@ -456,7 +513,9 @@ def memory(root: Path, run: int) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)")
+    p.add_argument(
+        "scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)"
+    )
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--profile", action="store_true", help="cProfile the overhead sweep (first run)")
     p.add_argument("--inspect-samples", type=int, default=2000)

@@ -24,7 +24,7 @@ from providers.scrub import scrub
 
 if TYPE_CHECKING:
     from providers.sim_config import FaultRates, SimConfig
-    from providers.simulator import Simulator, SimulatorThread, SimStats, serve_main
+    from providers.simulator import SimStats, Simulator, SimulatorThread, serve_main
 
 _SIMULATOR = {"Simulator", "SimulatorThread", "SimStats", "serve_main", "SimConfig", "FaultRates"}
 

@@ -22,6 +22,7 @@ class _Scope:
     cap_usd: float | None
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
+    held: int = 0  # reservations outstanding: float sums of holds need not return to exactly 0.0
 
     def fits(self, amount: float) -> bool:
         return self.cap_usd is None or self.spent_usd + self.reserved_usd + amount <= self.cap_usd + _EPS
@@ -95,7 +96,7 @@ class Budget:
             blocked = self._blocked(labels, amount_usd)
             if blocked is None:
                 return self._hold(labels, amount_usd)
-            if self._scope(blocked.scope).reserved_usd <= 0:
+            if self._scope(blocked.scope).held == 0:
                 self._exhausted = True
                 raise blocked
             if self._settled is None:
@@ -121,12 +122,14 @@ class Budget:
     def _hold(self, labels: Sequence[str], amount_usd: float) -> Reservation:
         for scope in (self._sweep, *(self._labels[label] for label in labels)):
             scope.reserved_usd += amount_usd
+            scope.held += 1
         return Reservation(tuple(labels), amount_usd)
 
     def settle(self, reservation: Reservation, actual_usd: float) -> None:
         """Release the hold and record what the call really cost (0.0 when nothing was billed)."""
         for scope in (self._sweep, *(self._labels[label] for label in reservation.labels)):
-            scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd)
+            scope.held -= 1
+            scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd) if scope.held else 0.0
             scope.spent_usd += actual_usd
         if self._settled is not None:
             self._settled.set()

@@ -47,21 +47,28 @@ class MonotonicClock:
 class TokenBucket:
     """Tokens per minute, refilled continuously. Callers reserve before a call and refund the unused part.
 
+    The bucket holds `burst_s` seconds' worth. With a short burst a request larger than the bucket waits
+    for a full bucket and then takes all it needs, leaving the level negative (a debt later calls wait
+    out), so big requests are paced at the true rate instead of being under-counted.
     A lock makes waiters FIFO so a large request is not starved by a stream of small ones.
     """
 
-    def __init__(self, per_minute: int, clock: Clock) -> None:
+    def __init__(self, per_minute: int, clock: Clock, *, burst_s: float = 60.0) -> None:
         if per_minute < 1:
             raise ValueError(f"tokens per minute must be >= 1, got {per_minute}")
+        if not 0 < burst_s <= 60:
+            raise ValueError(f"burst_s must be in (0, 60], got {burst_s}")
         self._clock = clock
-        self._capacity = float(per_minute)
-        self._level = float(per_minute)
+        self._burst_s = burst_s
+        self._rate = float(per_minute)
+        self._capacity = self._rate * burst_s / 60.0
+        self._level = self._capacity
         self._stamp = clock.now()
         self._lock = asyncio.Lock()
 
     @property
     def per_minute(self) -> int:
-        return int(self._capacity)
+        return int(self._rate)
 
     @property
     def available(self) -> float:
@@ -70,25 +77,27 @@ class TokenBucket:
 
     def set_rate(self, per_minute: int) -> None:
         self._refill()
-        self._capacity = float(max(1, per_minute))
+        self._rate = float(max(1, per_minute))
+        self._capacity = self._rate * self._burst_s / 60.0
         self._level = min(self._level, self._capacity)
 
     def _refill(self) -> None:
         now = self._clock.now()
-        self._level = min(self._capacity, self._level + (now - self._stamp) * self._capacity / 60.0)
+        self._level = min(self._capacity, self._level + (now - self._stamp) * self._rate / 60.0)
         self._stamp = now
 
     async def acquire(self, tokens: int) -> int:
-        """Wait until `tokens` fit and take them; returns what was taken (never more than one minute's
-        worth, or a request larger than the limit could never start)."""
+        """Wait until `tokens` fit (or the bucket is full) and take them; returns what was taken (never
+        more than one minute's worth, or a request larger than the limit could never start)."""
         async with self._lock:
-            want = min(float(tokens), self._capacity)
+            take = min(float(tokens), self._rate)
+            need = min(take, self._capacity)
             while True:
                 self._refill()
-                if self._level >= want:
-                    self._level -= want
-                    return int(want)
-                await self._clock.sleep((want - self._level) * 60.0 / self._capacity)
+                if self._level >= need:
+                    self._level -= take
+                    return int(take)
+                await self._clock.sleep((need - self._level) * 60.0 / self._rate)
 
     def refund(self, tokens: int) -> None:
         if tokens > 0:
@@ -127,7 +136,7 @@ class AdaptiveConcurrency:
             if waiter.done() and not waiter.cancelled():
                 # Granted and cancelled in the same tick: hand the slot on.
                 self.release()
-            else:
+            elif waiter in self._waiters:  # a release may already have dropped the cancelled waiter
                 self._waiters.remove(waiter)
             raise
         return self._generation
@@ -213,12 +222,14 @@ class EndpointLimiter:
         clock: Clock | None = None,
         emit: Callable[[ProviderEvent], None] | None = None,
         increase_every: int = 10,
+        tpm_burst_s: float = 60.0,
     ) -> None:
         self.name = name
         self.clock: Clock = clock or MonotonicClock()
         self._emit = emit
+        self._tpm_burst_s = tpm_burst_s
         self.pacer = RequestPacer(rpm) if rpm else None
-        self.bucket = TokenBucket(tpm, self.clock) if tpm else None
+        self.bucket = TokenBucket(tpm, self.clock, burst_s=tpm_burst_s) if tpm else None
         self._rpm_configured = rpm is not None
         self._tpm_configured = tpm is not None
         self.rpm_learned = False
@@ -257,7 +268,7 @@ class EndpointLimiter:
 
     def _set_tpm(self, tpm: int) -> None:
         if self.bucket is None:
-            self.bucket = TokenBucket(tpm, self.clock)
+            self.bucket = TokenBucket(tpm, self.clock, burst_s=self._tpm_burst_s)
         else:
             self.bucket.set_rate(tpm)
 

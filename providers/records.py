@@ -74,7 +74,9 @@ class BudgetExhausted(Exception):
     """The worst-case cost of the next call does not fit under a cap; nothing was sent."""
 
     def __init__(self, scope: str, cap_usd: float, needed_usd: float):
-        super().__init__(f"budget for {scope} (${cap_usd:.4f}) cannot cover the next call (${needed_usd:.6f})")
+        super().__init__(
+            f"budget for {scope} (${cap_usd:.4f}) cannot cover the next call (${needed_usd:.6f})"
+        )
         self.scope = scope
         self.cap_usd = cap_usd
         self.needed_usd = needed_usd

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
-from providers.records import Completion, EndpointSpec
+from providers.records import BudgetExhausted, Completion, EndpointSpec
 from runner.config import BenchmarkConfig
 from runner.shards import RunStore, record_key
 
@@ -148,9 +148,14 @@ class Pipeline:
             async def run_task(i: int, task: JudgeTask) -> None:
                 results[i] = await self._judge_task(job, spec, inst, task, c)
 
-            async with anyio.create_task_group() as tg:
-                for i, task in enumerate(plan.judge_tasks):
-                    tg.start_soon(run_task, i, task)
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i, task in enumerate(plan.judge_tasks):
+                        tg.start_soon(run_task, i, task)
+            except BaseExceptionGroup as group:
+                # The budget running out under one judge task is the scheduler's signal to stop
+                # dispatching, not a failure: hand it on unwrapped, as a single call would.
+                raise _budget_only(group) or group from None
             for r in results:
                 values.update(r)
         rows = []
@@ -252,6 +257,17 @@ class Pipeline:
                 "ts": time.time(),
             }
         )
+
+
+def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | None:
+    """The first BudgetExhausted when that is all `group` holds, else None."""
+    rest = group.subgroup(lambda e: not isinstance(e, BudgetExhausted | BaseExceptionGroup))
+    if rest is not None:
+        return None
+    found: BaseException | None = group.subgroup(BudgetExhausted)
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, BudgetExhausted) else None
 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """`ifsweep plan`: what a config will send and may cost, before anything is spent.
 
-Token counts are the providers' cheap estimate (it leans high), and the cost range runs from short answers (a quarter of max_tokens) to every answer at max_tokens.
+Token counts are the providers' cheap estimate (it leans high), and the cost range runs from short
+answers (a quarter of max_tokens) to every answer at max_tokens.
 """
 
 from __future__ import annotations
@@ -101,7 +102,10 @@ def _minutes(spec: EndpointSpec, calls: int, tokens: int) -> float | None:
 
 
 def render_estimate(rows: list[Estimate]) -> str:
-    head = f"{'model':20s} {'benchmark':12s} {'calls':>7s} {'judge':>7s} {'tokens in':>10s} {'tokens out':>17s} {'cost $':>19s} {'min*':>7s}"
+    head = (
+        f"{'model':20s} {'benchmark':12s} {'calls':>7s} {'judge':>7s} {'tokens in':>10s} "
+        f"{'tokens out':>17s} {'cost $':>19s} {'min*':>7s}"
+    )
     lines = [head, "-" * len(head)]
     lo = hi = 0.0
     unknown = False

@@ -11,8 +11,11 @@ from typing import TextIO
 
 import anyio
 
+from providers import ProviderEvent
 from runner.pipeline import Counters
 from runner.scheduler import eta_s
+
+PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
 
 
 @dataclass(slots=True)
@@ -30,6 +33,11 @@ class ProgressState:
 
     def on_backoff(self, endpoint: str, message: str, wait_s: float | None) -> None:
         self.backoffs[endpoint] = Backoff(message, time.monotonic() + (wait_s or 2.0))
+
+    def on_event(self, event: ProviderEvent) -> None:
+        """The provider pool's `on_event`: back-offs and 429 waits show until they end."""
+        if event.kind in ("backoff", "rate_limited"):
+            self.on_backoff(event.endpoint, event.message, event.wait_s)
 
     def per_model(self) -> list[tuple[str, Counters]]:
         merged: dict[str, Counters] = {}
@@ -59,10 +67,14 @@ def _eta(c: Counters) -> str:
     return f"{e:.0f}s" if e < 120 else f"{e / 60:.1f}m"
 
 
-def plain_line(state: ProgressState) -> str:
+def plain_line(state: ProgressState, now: float | None = None) -> str:
+    """One line for logs: per model done/total, calls/s, ETA; dollars vs cap; back-offs in words."""
+    now = time.monotonic() if now is None else now
     parts = []
     for model, c in state.per_model():
-        parts.append(f"{model} {c.done + c.errors}/{c.planned}" + (f" ({c.errors} err)" if c.errors else ""))
+        rate = (c.calls + c.judge_calls) / max(now - c.started, 1e-9)
+        errors = f" ({c.errors} err)" if c.errors else ""
+        parts.append(f"{model} {c.done + c.errors}/{c.planned}{errors} {rate:.1f} calls/s ETA {_eta(c)}")
     total = _money(state.spent(None), state.caps.get(None))
     waiting = state.waiting()
     tail = f" | {'; '.join(waiting)}" if waiting else ""
@@ -79,7 +91,7 @@ async def run_progress(state: ProgressState, mode: str, out: TextIO | None = Non
     if mode == "plain":
         try:
             while True:
-                await anyio.sleep(5.0)
+                await anyio.sleep(PLAIN_EVERY_S)
                 print(plain_line(state), file=out, flush=True)
         finally:
             print(plain_line(state), file=out, flush=True)

@@ -50,13 +50,15 @@ class Work:
     jobs: tuple[tuple[BenchJob, tuple[Instance, ...]], ...]
 
 
-def pairs_for(
-    work: Work, spec: EndpointSpec, keep: Callable[[str], bool]
-) -> Iterator[tuple[BenchJob, Instance]]:
-    """One model's pairs in a deterministic order; `keep` selects this process's partition by key."""
+# Selects this process's partition by generation key; None = every pair (no key is hashed to decide).
+Keep = Callable[[str], bool] | None
+
+
+def pairs_for(work: Work, spec: EndpointSpec, keep: Keep) -> Iterator[tuple[BenchJob, Instance]]:
+    """One model's pairs in a deterministic order, lazily: nothing per pair is held in advance."""
     for job, instances in work.jobs:
         for inst in instances:
-            if keep(Pipeline.generation_key(spec, inst)):
+            if keep is None or keep(Pipeline.generation_key(spec, inst)):
                 yield job, inst
 
 
@@ -66,7 +68,7 @@ async def run_models(
     pipeline: Pipeline,
     endpoints: Sequence[SupportsComplete],
     stop: StopControl,
-    keep: Callable[[str], bool],
+    keep: Keep,
 ) -> None:
     """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish)."""
 
@@ -96,15 +98,14 @@ async def run_models(
                 tg.start_soon(worker, endpoint, source)
 
 
-def count_planned(
-    work: Work, specs: Sequence[EndpointSpec], keep: Callable[[str], bool]
-) -> dict[tuple[str, str], Counters]:
+def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict[tuple[str, str], Counters]:
     counters: dict[tuple[str, str], Counters] = {}
     for spec in specs:
-        for job, _ in work.jobs:
-            counters[(spec.label, job.cfg.name)] = Counters()
-        for job, _inst in pairs_for(work, spec, keep):
-            counters[(spec.label, job.cfg.name)].planned += 1
+        for job, instances in work.jobs:
+            counters[(spec.label, job.cfg.name)] = Counters(planned=len(instances) if keep is None else 0)
+        if keep is not None:
+            for job, _inst in pairs_for(work, spec, keep):
+                counters[(spec.label, job.cfg.name)].planned += 1
     return counters
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from providers.budget import Budget
+from providers.limits import AdaptiveConcurrency
 from providers.pool import ProviderPool
 from providers.records import Completion, EndpointSpec, Price
 from providers.retry import RetryDecision, RetryPolicy, classify
@@ -145,7 +146,7 @@ def test_a_trickle_past_the_deadline_is_a_timeout() -> None:
 
 
 def _fields(s: EndpointSpec) -> dict[str, Any]:
-    return {name: getattr(s, name) for name in s.__slots__}  # type: ignore[attr-defined]
+    return {name: getattr(s, name) for name in s.__slots__}
 
 
 # --- classification of LiteLLM's wrapped errors (constructed the way litellm chains them) ---------------
@@ -181,3 +182,26 @@ def test_litellm_500_wrapping_a_reset_is_a_connection_fault() -> None:
 def test_a_genuine_503_is_a_server_fault() -> None:
     assert classify(ServiceUnavailableError("down")) == RetryDecision(True, "server")
     assert classify(InternalServerError("boom")) == RetryDecision(True, "server")
+
+
+# --- a deadline that fires while a retry waits for a concurrency slot ----------------------------------
+
+
+def test_a_waiter_cancelled_while_a_slot_is_released_leaves_the_limiter_sound() -> None:
+    """Seen in the 100k soak: the call's deadline cancelled a retry queued for a slot in the same tick
+    as another call released one; the limiter raised ValueError out of `complete` and ended the run."""
+
+    async def main() -> None:
+        slots = AdaptiveConcurrency(1)
+        await slots.acquire()
+        waiting = asyncio.ensure_future(slots.acquire())
+        await asyncio.sleep(0)  # now queued
+        waiting.cancel()  # cancels its future at once ...
+        slots.release()  # ... which the release drops before the waiter runs its handler
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert slots.in_flight == 0
+        await asyncio.wait_for(slots.acquire(), 1.0)
+        assert slots.in_flight == 1
+
+    asyncio.run(main())

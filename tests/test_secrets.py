@@ -130,7 +130,7 @@ def test_a_sweep_against_a_quoting_provider_writes_and_prints_no_key(
     assert proc.returncode == 0, proc.stderr[-2000:]
     files = [p for p in out.rglob("*") if p.is_file()]
     blob = b"".join(p.read_bytes() for p in files)
-    assert b"upstream failed for [REDACTED]" in blob, "the error records lack the provider's message"
+    assert b"upstream failed for Bearer [REDACTED]" in blob, "the error records lack the provider's message"
     assert SECRET.encode() not in blob and b"Bearer sk-" not in blob
     assert not leaks(proc.stdout) and not leaks(proc.stderr)
     report = subprocess.run(
