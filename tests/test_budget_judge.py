@@ -11,7 +11,7 @@ from sweeps import toml_config
 from providers.simulator import SimConfig, SimulatorThread
 from runner.cli import main
 
-PRICE = "price = { input_per_mtok = 100.0, output_per_mtok = 400.0 }"
+PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 
 
 def test_budget_exhausted_during_judging_exits_3_and_resumes(tmp_path: Path) -> None:
@@ -19,9 +19,12 @@ def test_budget_exhausted_during_judging_exits_3_and_resumes(tmp_path: Path) -> 
         out = tmp_path / "run"
         cfg = tmp_path / "sweep.toml"
         text = toml_config(
-            out, sim.base_url, models=("alpha",), bench=("eifbench",), extra_run="max_usd = 0.03"
+            out, sim.base_url, models=("alpha",), bench=("eifbench",), extra_run="max_usd = 0.008"
         )
-        text = text.replace('model = "openai/sim-judge"', f'model = "openai/sim-judge"\n{PRICE}')
+        text = text.replace(
+            'model = "openai/sim-judge"',
+            f'model = "openai/sim-judge"\n{PRICE}\nparams = {{ max_tokens = 64 }}',
+        )
         text = text.replace(
             "params = { temperature = 0, max_tokens = 128 }", f"params = {{ max_tokens = 128 }}\n{PRICE}"
         )
@@ -29,10 +32,10 @@ def test_budget_exhausted_during_judging_exits_3_and_resumes(tmp_path: Path) -> 
         assert main(["run", str(cfg)]) == 3
         summary = json.loads((out / "summary.json").read_text())
         assert summary["status"] == "budget_exhausted"
-        assert 0 < summary["spent_usd"] <= 0.03
+        assert 0 < summary["spent_usd"] <= 0.008
         assert summary["done"] < summary["planned"]
 
-        cfg.write_text(text.replace("max_usd = 0.03", "max_usd = 50.0"))
+        cfg.write_text(text.replace("max_usd = 0.008", "max_usd = 50.0"))
         sent = sim.stats.requests
         assert main(["run", str(cfg)]) == 0
         final = json.loads((out / "summary.json").read_text())
