@@ -438,31 +438,6 @@ def test_validate_names_file_line_and_field(tmp_path: Path) -> None:
         metrics.read_verdicts(tmp_path / "p.parquet")
 
 
-def test_exported_names() -> None:
-    assert sorted(metrics.__all__) == sorted(
-        [
-            "METRIC_COLUMNS",
-            "VERDICT_SCHEMA",
-            "VerdictError",
-            "analytics",
-            "cfbench_metrics",
-            "compute_metrics",
-            "coverage_metrics",
-            "eifbench_metrics",
-            "followbench_metrics",
-            "infobench_metrics",
-            "paired_differences",
-            "read_verdicts",
-            "render_csv",
-            "render_html",
-            "render_json",
-            "render_markdown",
-            "render_table",
-            "validate_verdicts",
-        ]
-    )
-
-
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(verdict_rows())
 def test_bit_for_bit_deterministic_under_row_order(rows: list[Row]) -> None:
