@@ -226,16 +226,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     from runner.compact import compact
+    from runner.reporting import require_run_dir
 
-    _require_run_dir(args.run_dir)
+    require_run_dir(args.run_dir)
     result = compact(args.run_dir)
     print(result)
     return EXIT_OK
-
-
-def _require_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "shards").is_dir():
-        raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -33,6 +34,7 @@ class BenchJob:
     cfg: BenchmarkConfig
     bench: Benchmark
     template_version: str
+    data_dir: Path | None = None  # where the instances were read from (the manifest hashes it)
 
 
 @dataclass(slots=True)

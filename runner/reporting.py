@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-def _require_run_dir(run_dir: Path) -> None:
+def require_run_dir(run_dir: Path) -> None:
     if not (run_dir / "shards").is_dir():
         raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
 
@@ -20,7 +20,7 @@ def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None
     import metrics
     from runner.compact import load_call_records, load_verdict_rows
 
-    _require_run_dir(run_dir)
+    require_run_dir(run_dir)
     rows = load_verdict_rows(run_dir)
     if rows.height == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
@@ -76,7 +76,7 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
 def render_status(run_dir: Path) -> str:
     from runner.status import status_table
 
-    _require_run_dir(run_dir)
+    require_run_dir(run_dir)
     rows = status_table(run_dir)
     head = f"{'model':24s} {'benchmark':12s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
     lines = [head, "-" * len(head)]

@@ -62,7 +62,10 @@ def load_work(cfg: SweepConfig) -> Work:
                 cfg.path, f"benchmarks[{i}]", f"no {bc.name} instances selected from {data_dir}"
             )
         jobs.append(
-            (BenchJob(cfg=bc, bench=bench, template_version=bench.template_version()), tuple(instances))
+            (
+                BenchJob(cfg=bc, bench=bench, template_version=bench.template_version(), data_dir=data_dir),
+                tuple(instances),
+            )
         )
     return Work(jobs=tuple(jobs))
 
@@ -206,7 +209,7 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         config_hash=record_key(dict(cfg.raw)),
         benchmarks={
             job.cfg.name: BenchmarkEntry(
-                data_hash=data_hash(job.cfg.data or _download(job.cfg.name, job.bench.release)),
+                data_hash=data_hash(_data_dir(job)),
                 template_version=job.template_version,
                 scoring=job.cfg.scoring,
                 settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
@@ -218,6 +221,14 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
     )
+
+
+def _data_dir(job: BenchJob) -> Path:
+    # load_work records where it read (a local copy or the verified download): hash that, without a
+    # second download check.
+    if job.data_dir is None:
+        raise ValueError(f"{job.cfg.name}: job built without the data directory it was loaded from")
+    return job.data_dir
 
 
 def data_hash(path: Path) -> str:
