@@ -5,11 +5,17 @@ FollowBench groups for CSL): a plain mean when den is 1 per unit, a micro averag
 den counts rows. A *parent* statistic is the unweighted mean of child statistics of the same benchmark,
 model and metric (FollowBench "level=L" over its categories, "all" over levels). Point estimates and the
 bootstrap both evaluate this one description, so they cannot drift apart.
+
+A `Leaf` describes a family of leaf statistics over a frame with one row per unit. Point estimates only
+need each statistic's two sums, so `Leaf.sums` groups the units by the columns the slice is made of and
+formats slice names for a few thousand statistics; only the bootstrap asks for one row per (statistic,
+unit) (`Leaf.per_unit`). Measured on 10M verdict rows: point estimates over the 6.3M per-unit rows, with
+a formatted slice string each, took 4.3 s; over the sums, under 0.1 s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -22,6 +28,16 @@ LEAF_SCHEMA: dict[str, pl.DataType] = {
     "slice": pl.String(),
     "unit_kind": pl.String(),  # "instance" or "group": what the bootstrap resamples
     "unit": pl.String(),
+    "num": pl.Float64(),
+    "den": pl.Float64(),
+}
+
+# One row per leaf statistic: its units' num and den summed.
+SUM_SCHEMA: dict[str, pl.DataType] = {
+    "benchmark": pl.String(),
+    "model": pl.String(),
+    "metric": pl.String(),
+    "slice": pl.String(),
     "num": pl.Float64(),
     "den": pl.Float64(),
 }
@@ -44,60 +60,144 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "n": pl.Int64(),
 }
 
+SEEN_SCHEMA: dict[str, pl.DataType] = {
+    "benchmark": pl.String(),
+    "model": pl.String(),
+    "instance_id": pl.String(),
+    "kept": pl.Boolean(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    """Leaf statistics `metric` of the units in `units` (one row per unit, with benchmark and model).
+
+    `slice_` is an expression of the columns in `by` only (a unit whose slice is null is in no
+    statistic); `num` and `den` are per-unit expressions (den defaults to 1: a plain mean).
+
+    With `expand`, a one-to-many map from the `by` columns to the columns `slice_` reads (InFoBench:
+    a constraint_type string to each of its labels), a unit row counts in every slice it maps to, and
+    rows of one unit landing in the same slice are summed. Sums are then taken per `by` value first and
+    expanded after, so the map is applied to a few thousand sums instead of every unit."""
+
+    units: pl.LazyFrame
+    metric: str
+    slice_: pl.Expr
+    by: tuple[str, ...]
+    unit_kind: str
+    unit: str
+    num: pl.Expr
+    den: pl.Expr | None = None
+    expand: pl.LazyFrame | None = None
+
+    def _values(self, *key: str) -> pl.LazyFrame:
+        den = pl.lit(1.0) if self.den is None else self.den.cast(pl.Float64)
+        return self.units.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
+
+    def _summed(self, frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
+        if self.expand is None:
+            return frame.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))
+        mapped = [c for c in self.expand.collect_schema() if c not in self.by]
+        again = [c for c in key if c not in self.by] + mapped
+        return (
+            frame.group_by(key)
+            .agg(ordered_sum("num"), ordered_sum("den"))
+            .join(self.expand, on=list(self.by), how="inner")
+            .group_by(again)
+            .agg(ordered_sum("num"), ordered_sum("den"))
+        )
+
+    def _shaped(self, frame: pl.LazyFrame, *unit: pl.Expr) -> pl.LazyFrame:
+        return frame.select(
+            pl.col("benchmark").cast(pl.String),
+            pl.col("model").cast(pl.String),
+            pl.lit(self.metric).alias("metric"),
+            self.slice_.cast(pl.String).alias("slice"),
+            *unit,
+            "num",
+            "den",
+        ).filter(pl.col("slice").is_not_null())
+
+    def per_unit(self) -> pl.LazyFrame:
+        """LEAF_SCHEMA rows: one per (statistic, unit), what the bootstrap resamples."""
+        key = ["benchmark", "model", self.unit, *self.by]
+        frame = self._values(*key)
+        if self.expand is not None:
+            frame = self._summed(frame, key)
+        unit = (pl.lit(self.unit_kind).alias("unit_kind"), pl.col(self.unit).cast(pl.String).alias("unit"))
+        return self._shaped(frame, *unit)
+
+    def sums(self) -> pl.LazyFrame:
+        """SUM_SCHEMA rows: one per statistic."""
+        key = ["benchmark", "model", *self.by]
+        return self._shaped(self._summed(self._values(*key), key))
+
+
+def ordered_sum(name: str) -> pl.Expr:
+    """Aggregation: the float sum of `name` taken in ascending order, so it is bit-for-bit the same
+    however rows were ordered or a parallel group-by split them. (Polars drops a `sort()` placed before
+    `sum()` or `mean()` as pointless; before `cum_sum()` it must keep it.)"""
+    return pl.col(name).sort().cum_sum().last()
+
+
+def _typed(frame: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+    return frame.select(list(schema)).cast(pl.Schema(schema))
+
+
+def _no_parents() -> pl.LazyFrame:
+    return pl.LazyFrame(schema=PARENT_SCHEMA)
+
+
+def _no_instances() -> pl.LazyFrame:
+    return pl.LazyFrame(schema=SEEN_SCHEMA)
+
 
 @dataclass(frozen=True, slots=True)
 class Components:
-    leaves: pl.LazyFrame  # LEAF_SCHEMA, one row per (stat, unit)
-    parents: pl.LazyFrame  # PARENT_SCHEMA, one row per (parent stat, child slice)
+    """A benchmark's statistics: leaf families, parent edges (PARENT_SCHEMA, one row per (parent stat,
+    child slice)), and `seen`, every instance with whether it was kept (SEEN_SCHEMA), for coverage."""
 
-    @staticmethod
-    def empty() -> Components:
-        return Components(pl.LazyFrame(schema=LEAF_SCHEMA), pl.LazyFrame(schema=PARENT_SCHEMA))
+    leaves: tuple[Leaf, ...] = ()
+    parents: pl.LazyFrame = field(default_factory=_no_parents)
+    seen: pl.LazyFrame = field(default_factory=_no_instances)
 
     @staticmethod
     def concat(parts: list[Components]) -> Components:
-        if not parts:
-            return Components.empty()
         return Components(
-            pl.concat([p.leaves.select(list(LEAF_SCHEMA)) for p in parts]),
-            pl.concat([p.parents.select(list(PARENT_SCHEMA)) for p in parts]),
+            tuple(leaf for p in parts for leaf in p.leaves),
+            pl.concat([_no_parents(), *(p.parent_edges() for p in parts)]),
+            pl.concat([_no_instances(), *(_typed(p.seen, SEEN_SCHEMA) for p in parts)]),
         )
 
+    def parent_edges(self) -> pl.LazyFrame:
+        """`parents` in PARENT_SCHEMA (model may have been a categorical)."""
+        return _typed(self.parents, PARENT_SCHEMA)
 
-def leaves_frame(
-    frame: pl.LazyFrame,
-    *,
-    metric: str,
-    slice_: pl.Expr,
-    unit_kind: str,
-    unit: str,
-    num: pl.Expr,
-    den: pl.Expr | None = None,
-) -> pl.LazyFrame:
-    """Shape per-unit values into leaf rows (rows whose slice is null are dropped: no such slice)."""
-    return frame.select(
-        pl.col("benchmark"),
-        pl.col("model"),
-        pl.lit(metric).alias("metric"),
-        slice_.alias("slice"),
-        pl.lit(unit_kind).alias("unit_kind"),
-        pl.col(unit).alias("unit"),
-        num.cast(pl.Float64).alias("num"),
-        (pl.lit(1.0) if den is None else den.cast(pl.Float64)).alias("den"),
-    ).filter(pl.col("slice").is_not_null())
+    def per_unit(self) -> pl.LazyFrame:
+        """Every leaf statistic's units (LEAF_SCHEMA)."""
+        return pl.concat([pl.LazyFrame(schema=LEAF_SCHEMA), *(leaf.per_unit() for leaf in self.leaves)])
+
+    def sums(self) -> pl.LazyFrame:
+        """Every leaf statistic's sums (SUM_SCHEMA)."""
+        return pl.concat([pl.LazyFrame(schema=SUM_SCHEMA), *(leaf.sums() for leaf in self.leaves)])
 
 
 def split_slice() -> pl.Expr:
     return pl.format("split={}", pl.col("split"))
 
 
-def point_estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
-    """Evaluate leaves and then each parent layer in order. n is sum(den) for a leaf (instances, groups
-    or rows) and the number of children for a parent."""
-    # Sorting inside each group fixes the order of float additions, so results are bit-for-bit the same
-    # however the parallel group-by split the rows.
+def point_estimates(c: Components) -> pl.DataFrame:
+    """RESULT_SCHEMA rows for every statistic of `c`, sorted by STAT_KEY."""
+    sums, parents = pl.collect_all([c.sums(), c.parent_edges()])
+    return estimates(sums, parents)
+
+
+def estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
+    """Evaluate leaves (per-unit rows or `Leaf.sums` rows: both carry STAT_KEY, num and den) and then
+    each parent layer in order. n is sum(den) for a leaf (instances, groups or rows) and the number of
+    children for a parent."""
     values = leaves.group_by(list(STAT_KEY)).agg(
-        (pl.col("num").sort().sum() / pl.col("den").sort().sum()).alias("value"),
+        (ordered_sum("num") / ordered_sum("den")).alias("value"),
         pl.col("den").sum().round().cast(pl.Int64).alias("n"),
     )
     key = ["benchmark", "model", "metric"]
@@ -110,7 +210,7 @@ def point_estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame
                 how="inner",
             )
             .group_by(list(STAT_KEY))
-            .agg(pl.col("value").sort().mean(), pl.len().cast(pl.Int64).alias("n"))
+            .agg((ordered_sum("value") / pl.len()).alias("value"), pl.len().cast(pl.Int64).alias("n"))
         )
         values = pl.concat([values, derived.select(values.columns)])
     return values.select(list(RESULT_SCHEMA)).cast(pl.Schema(RESULT_SCHEMA)).sort(list(STAT_KEY))

@@ -8,15 +8,15 @@ import polars as pl
 
 from metrics.bootstrap import bootstrap_intervals
 from metrics.cfbench import cfbench_components
-from metrics.components import STAT_KEY, Components, point_estimates
-from metrics.coverage import coverage_components
+from metrics.components import STAT_KEY, Components, estimates
+from metrics.coverage import coverage_leaf
 from metrics.eifbench import eifbench_components
 from metrics.followbench import followbench_components
 from metrics.infobench import infobench_components
 from metrics.instances import materialized
 from metrics.schema import VerdictError, describe_problem, first_problem
 
-COMPONENTS: dict[str, Callable[[pl.LazyFrame], Components]] = {
+COMPONENTS: dict[str, Callable[[pl.DataFrame], Components]] = {
     "cfbench": cfbench_components,
     "eifbench": eifbench_components,
     "followbench": followbench_components,
@@ -24,15 +24,20 @@ COMPONENTS: dict[str, Callable[[pl.LazyFrame], Components]] = {
 }
 
 
-def components_of(rows: pl.LazyFrame | pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Validated leaves and parents of every metric, collected in one query plan over rows read once."""
-    lf = materialized(rows)
-    parts = [coverage_components(lf)]
-    parts += [build(lf.filter(pl.col("benchmark") == name)) for name, build in COMPONENTS.items()]
-    c = Components.concat(parts)
-    problem, leaves, parents = pl.collect_all([first_problem(lf), c.leaves, c.parents])
+def all_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
+    """Every benchmark's statistics plus coverage, over rows read once and validated."""
+    frame = materialized(rows)
+    problem = first_problem(frame.lazy()).collect()
     if problem.height:
         raise VerdictError(describe_problem(problem))
+    c = Components.concat([build(frame) for build in COMPONENTS.values()])
+    return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen)
+
+
+def components_of(rows: pl.LazyFrame | pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Validated per-unit leaves and parents of every metric (what the bootstrap resamples)."""
+    c = all_components(rows)
+    leaves, parents = pl.collect_all([c.per_unit(), c.parent_edges()])
     return leaves, parents
 
 
@@ -47,11 +52,12 @@ def compute_metrics(
     """One row per (benchmark, model, metric, slice): value (a fraction; CSL in levels), n, and with
     `ci` the seeded bootstrap percentile interval ci_low / ci_high. Sorted by benchmark, model,
     metric, slice."""
-    leaves, parents = components_of(rows)
-    out = point_estimates(leaves, parents)
+    c = all_components(rows)
+    sums, parents = pl.collect_all([c.sums(), c.parent_edges()])
+    out = estimates(sums, parents)
     if ci:
         intervals = bootstrap_intervals(
-            leaves, parents, resamples=resamples, seed=seed, confidence=confidence
+            c.per_unit().collect(), parents, resamples=resamples, seed=seed, confidence=confidence
         )
         out = out.join(intervals, on=list(STAT_KEY), how="left").sort(list(STAT_KEY))
     return out

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import PARENT_SCHEMA, Components, leaves_frame, point_estimates
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr, materialized
+from metrics.components import Components, Leaf, point_estimates
+from metrics.instances import INSTANCE_KEY, kept_expr, materialized
 
 
-def coverage_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
-    """Slice "all" per benchmark and model: instances kept / instances seen; n = instances seen."""
-    inst = as_lazy(rows).group_by(INSTANCE_KEY).agg(kept_expr())
-    leaves = leaves_frame(
-        inst,
-        metric="coverage",
-        slice_=pl.lit("all"),
-        unit_kind="instance",
-        unit="instance_id",
-        num=pl.col("kept"),
-    )
-    return Components(leaves, pl.LazyFrame(schema=PARENT_SCHEMA))
+def coverage_leaf(seen: pl.LazyFrame) -> Leaf:
+    """Slice "all" per benchmark and model: instances kept / instances seen; n = instances seen.
+    `seen` has one row per instance with its `kept` flag (what every benchmark's components carry)."""
+    return Leaf(seen, "coverage", pl.lit("all"), (), "instance", "instance_id", pl.col("kept"))
 
 
 def coverage_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    c = coverage_components(materialized(rows))
-    return point_estimates(c.leaves.collect(), c.parents.collect())
+    seen = materialized(rows).lazy().group_by(INSTANCE_KEY).agg(kept_expr()).collect()
+    return point_estimates(Components((coverage_leaf(seen.lazy()),)))

@@ -11,37 +11,29 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import Components, leaves_frame, point_estimates
-from metrics.instances import INSTANCE_KEY, as_lazy, kept_expr, materialized
+from metrics.components import Components, Leaf, point_estimates
+from metrics.instances import kept_expr, materialized, per_instance
 
 BENCHMARK = "followbench"
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
-def _instances(rows: pl.LazyFrame) -> pl.LazyFrame:
-    return rows.group_by(INSTANCE_KEY).agg(
+def _instances(rows: pl.DataFrame) -> pl.DataFrame:
+    aggs = [
         kept_expr(),
         pl.col("satisfied").all().cast(pl.Float64).alias("hsr"),
         pl.col("satisfied").cast(pl.Float64).mean().alias("ssr"),
         pl.col("level").first(),
         pl.col("category").first(),
         pl.col("group_id").first(),
-    )
-
-
-def _cell() -> pl.Expr:
-    return pl.format("category={},level={}", pl.col("category"), pl.col("level"))
-
-
-def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
-    inst = _instances(as_lazy(rows)).cache()
-    kept = inst.filter(pl.col("kept"))
-    leaves = [
-        leaves_frame(kept, metric=m, slice_=_cell(), unit_kind="instance", unit="instance_id", num=pl.col(c))
-        for m, c in (("HSR", "hsr"), ("SSR", "ssr"))
     ]
-    groups = (
-        inst.filter(pl.col("level").is_in(list(CSL_LEVELS)))
+    return per_instance(rows, BENCHMARK, aggs).collect()
+
+
+def _groups(inst: pl.DataFrame) -> pl.DataFrame:
+    return (
+        inst.lazy()
+        .filter(pl.col("level").is_in(list(CSL_LEVELS)))
         .group_by(["benchmark", "model", "category", "group_id"])
         .agg(
             (pl.col("kept").all() & (pl.col("level").n_unique() == len(CSL_LEVELS))).alias("complete"),
@@ -53,17 +45,15 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
         .filter(pl.col("complete"))
         # Group ids are only promised unique within a category.
         .with_columns(pl.format("{}/{}", pl.col("category"), pl.col("group_id")).alias("group_unit"))
+        .collect()
     )
-    leaves.append(
-        leaves_frame(
-            groups,
-            metric="CSL",
-            slice_=pl.format("category={}", pl.col("category")),
-            unit_kind="group",
-            unit="group_unit",
-            num=pl.col("csl"),
-        )
-    )
+
+
+def _cell() -> pl.Expr:
+    return pl.format("category={},level={}", pl.col("category"), pl.col("level"))
+
+
+def _parents(kept: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     cells = kept.select("benchmark", "model", "category", "level").unique()
     levels = kept.select("benchmark", "model", "level").unique()
     parents = []
@@ -100,11 +90,32 @@ def followbench_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
             pl.lit(1, pl.Int64).alias("layer"),
         )
     )
-    return Components(pl.concat(leaves), pl.concat(parents))
+    return pl.concat(parents)
+
+
+def followbench_components(rows: pl.DataFrame) -> Components:
+    """Statistics of the FollowBench rows among `rows` (read into memory: see `materialized`)."""
+    inst = _instances(rows)
+    kept = inst.filter(pl.col("kept")).lazy()
+    groups = _groups(inst).lazy()
+    leaves = [
+        Leaf(kept, m, _cell(), ("category", "level"), "instance", "instance_id", pl.col(c))
+        for m, c in (("HSR", "hsr"), ("SSR", "ssr"))
+    ]
+    leaves.append(
+        Leaf(
+            groups,
+            "CSL",
+            pl.format("category={}", pl.col("category")),
+            ("category",),
+            "group",
+            "group_unit",
+            pl.col("csl"),
+        )
+    )
+    return Components(tuple(leaves), _parents(kept, groups), inst.lazy())
 
 
 def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """HSR, SSR and CSL of FollowBench rows (other benchmarks' rows are ignored)."""
-    c = followbench_components(materialized(rows, BENCHMARK))
-    leaves, parents = pl.collect_all([c.leaves, c.parents])
-    return point_estimates(leaves, parents)
+    return point_estimates(followbench_components(materialized(rows, BENCHMARK)))

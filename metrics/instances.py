@@ -1,6 +1,9 @@
-"""What an instance is, and which instances are kept (every one of their rows has status ok)."""
+"""What an instance is, which instances are kept (every one of their rows has status ok), and the one
+read of the rows every metric starts from."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -10,7 +13,8 @@ INSTANCE_KEY: list[str] = ["benchmark", "model", "instance_id"]
 
 
 def kept_expr() -> pl.Expr:
-    """Aggregation: the instance is kept when none of its rows failed to get a verdict."""
+    """Aggregation: the instance is kept when none of its rows failed to get a verdict. One unscored
+    constraint drops its whole instance, so a partly judged answer never counts as a pass or a failure."""
     return (pl.col("status") == "ok").all().alias("kept")
 
 
@@ -18,20 +22,18 @@ def as_lazy(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     return rows.lazy() if isinstance(rows, pl.DataFrame) else rows
 
 
-def kept_rows(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
-    """Rows of kept instances only. One unscored constraint drops its whole instance, so a partly
-    judged answer never counts as a pass or a failure."""
-    # cache(): the rows are read once although the plan uses them twice (a JSONL scan is the cost).
-    lf = as_lazy(rows).cache()
-    kept = lf.group_by(INSTANCE_KEY).agg(kept_expr()).filter(pl.col("kept")).select(INSTANCE_KEY)
-    return lf.join(kept, on=INSTANCE_KEY, how="semi")
-
-
 _USED = list(METRIC_COLUMNS)
 
+# Every group-by and join of metrics is keyed by model and instance_id: as categoricals they are u32
+# codes (an exact string <-> code mapping, not a hash), which made compute_metrics over 10M rows in
+# memory about a quarter faster (1.7 -> 1.3 s) including the cast. Named categories are dropped by
+# Polars once no frame uses them, unlike the global ones, so instance ids do not pile up in a process.
+KEY_DTYPE = pl.Categorical(pl.Categories("verdict_keys", namespace="ifsweep.metrics"))
 
-def materialized(rows: pl.LazyFrame | pl.DataFrame, benchmark: str | None = None) -> pl.LazyFrame:
-    """The columns metrics use, typed per VERDICT_SCHEMA, optionally one benchmark's rows, in memory."""
+
+def materialized(rows: pl.LazyFrame | pl.DataFrame, benchmark: str | None = None) -> pl.DataFrame:
+    """The columns metrics use, typed per VERDICT_SCHEMA except model and instance_id (KEY_DTYPE),
+    optionally one benchmark's rows, in memory."""
     lf = as_lazy(rows)
     schema = lf.collect_schema()
     missing = [c for c in _USED if c not in schema]
@@ -42,4 +44,19 @@ def materialized(rows: pl.LazyFrame | pl.DataFrame, benchmark: str | None = None
         lf = lf.filter(pl.col("benchmark") == benchmark)
     # Reading the used columns into memory once is cheaper than letting each metric's plan re-read a
     # JSONL file (measured: 3M rows, 3.5 s lazily vs 3.0 s this way); Parquet loses nothing.
-    return lf.collect().lazy()
+    return lf.with_columns(pl.col("model", "instance_id").cast(KEY_DTYPE)).collect()
+
+
+def per_instance(
+    rows: pl.DataFrame, benchmark: str, aggs: Sequence[pl.Expr], *, within: Sequence[str] = ()
+) -> pl.LazyFrame:
+    """`aggs` over each instance of `benchmark` in `rows` (or over each `within` part of an instance),
+    with the instance key. Grouping one benchmark's rows by (model, instance_id) alone is about a
+    quarter cheaper than by the three key strings over rows whose benchmark is constant."""
+    return (
+        rows.lazy()
+        .filter(pl.col("benchmark") == benchmark)
+        .group_by(["model", "instance_id", *within])
+        .agg(aggs)
+        .with_columns(pl.lit(benchmark).alias("benchmark"))
+    )

@@ -12,8 +12,10 @@ and mean(), micro average) as the baseline.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
+import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -103,11 +105,34 @@ def _from_file(fn: Callable[[pl.LazyFrame], pl.DataFrame], path: Path) -> pl.Dat
     return fn(metrics.read_verdicts(path, columns=metrics.METRIC_COLUMNS))
 
 
+def _load() -> str:
+    """The 1-minute load average: on a shared 2-core machine it explains most of the spread."""
+    return f"{os.getloadavg()[0]:.2f}"
+
+
+def _cached(path: Path) -> str:
+    """How much of `path` the page cache holds (util-linux fincore). This machine's memory reclaim evicts
+    a freshly written file within a minute; a JSONL timing then includes reading it from disk."""
+    if shutil.which("fincore") is None:
+        return "unknown (no fincore)"
+    out = subprocess.run(["fincore", "-nb", "-o", "RES", str(path)], capture_output=True, text=True)
+    held = out.stdout.strip()
+    return f"{int(held) / path.stat().st_size:.0%}" if held.isdigit() else "unknown"
+
+
+def _read_through(path: Path) -> int:
+    size = 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 26):
+            size += len(chunk)
+    return size
+
+
 def timed(label: str, fn: Callable[[], Any], results: dict[str, float]) -> Any:
     t0 = time.perf_counter()
     out = fn()
     results[label] = time.perf_counter() - t0
-    print(f"  {label:<52} {results[label]:8.2f} s", flush=True)
+    print(f"  {label:<52} {results[label]:8.2f} s   (load {_load()})", flush=True)
     return out
 
 
@@ -174,7 +199,7 @@ def main() -> None:
     work = args.dir or Path(tempfile.mkdtemp(prefix="metrics_perf_"))
     work.mkdir(parents=True, exist_ok=True)
     r: dict[str, float] = {}
-    print(f"polars {pl.__version__}, threads {pl.thread_pool_size()}, work dir {work}")
+    print(f"polars {pl.__version__}, threads {pl.thread_pool_size()}, work dir {work}, load {_load()}")
     print(f"generate {args.rows:,} rows, {args.models} models, 4 benchmarks")
     df = timed("generate", lambda: synth(args.rows, args.models), r)
     pq, jl = work / "verdicts.parquet", work / "verdicts.jsonl"
@@ -197,6 +222,12 @@ def main() -> None:
     print("metrics from Parquet / JSONL (target < 10 s each)")
     result = None
     for fmt, path in (("parquet", pq), ("jsonl", jl)):
+        if fmt == "jsonl":
+            # Timings below are of parsing and computing, not of the disk: read the file once first
+            # (timed, and the page cache's share printed) so every run starts from the same state.
+            print(f"  (page cache holds {_cached(jl)} of the JSONL file)")
+            timed("jsonl: read the file's bytes once (warm the page cache)", partial(_read_through, jl), r)
+            print(f"  (page cache holds {_cached(jl)} of the JSONL file)")
         for name, fn in fns.items():
             out = timed(f"{fmt}: {name}", partial(_from_file, fn, path), r)
             if name.startswith("compute_metrics"):
@@ -205,6 +236,13 @@ def main() -> None:
                 else:
                     assert out.equals(result), "Parquet and JSONL disagree"
     assert result is not None
+    timed(
+        "jsonl: parse the metric columns only (no metrics)",
+        partial(
+            lambda path: metrics.read_verdicts(path, columns=metrics.METRIC_COLUMNS).collect().height, jl
+        ),
+        r,
+    )
     timed(
         "jsonl, all 16 columns read: compute_metrics",
         partial(lambda path: metrics.compute_metrics(metrics.read_verdicts(path)), jl),
@@ -275,7 +313,7 @@ def main() -> None:
         f"(load + loop) / polars = {(load + loop) / r[key]:.1f}x"
     )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    print(f"peak RSS {peak:.2f} GB")
+    print(f"peak RSS {peak:.2f} GB; load average (1, 5, 15 min) at the end {os.getloadavg()}")
     if args.dir is None:
         shutil.rmtree(work)
 

@@ -236,8 +236,12 @@ class EndpointLimiter:
         self.tpm_learned = False
         self.concurrency = AdaptiveConcurrency(max_concurrency, increase_every=increase_every)
         self.paused_until = 0.0
-        self._usage: deque[tuple[float, int]] = deque()
+        self.waiting = 0  # calls inside admit(): queued behind a pause, a slot, the pacer or the bucket
+        # Tokens and calls of the last minute, summed per second: [second, tokens, calls] entries, so
+        # memory is at most 61 entries whatever the call rate.
+        self._usage: deque[list[int]] = deque()
         self._usage_sum = 0
+        self._usage_calls = 0
 
     @property
     def rpm_limit(self) -> int | None:
@@ -278,17 +282,26 @@ class EndpointLimiter:
 
     async def admit(self, tokens: int) -> Admission:
         """Wait for a pause to end, a concurrency slot, a request slot and `tokens` of TPM."""
-        await self._wait_pause()
-        generation = await self.concurrency.acquire()
+        self.waiting += 1
         try:
-            await self._wait_pause()  # a 429 elsewhere may have paused the endpoint while we queued
-            if self.pacer is not None:
-                await self.pacer.acquire()
-            taken = await self.bucket.acquire(tokens) if self.bucket is not None else 0
-        except BaseException:
-            self.concurrency.release()
-            raise
+            await self._wait_pause()
+            generation = await self.concurrency.acquire()
+            try:
+                await self._wait_pause()  # a 429 elsewhere may have paused the endpoint while we queued
+                if self.pacer is not None:
+                    await self.pacer.acquire()
+                taken = await self.bucket.acquire(tokens) if self.bucket is not None else 0
+            except BaseException:
+                self.concurrency.release()
+                raise
+        finally:
+            self.waiting -= 1
         return Admission(generation, taken)
+
+    @property
+    def congested(self) -> bool:
+        """More calls would only queue here: some already wait to be admitted, or a back-off holds all."""
+        return self.waiting > 0 or self.pause_left_s() > 0
 
     def release(self, admission: Admission, *, used_tokens: int | None, ok: bool) -> None:
         """Free the slot. `used_tokens` None means unknown (the call may have run): keep the reservation."""
@@ -298,9 +311,7 @@ class EndpointLimiter:
         if ok:
             self.concurrency.on_success()
             if used_tokens:
-                self._usage.append((self.clock.now(), used_tokens))
-                self._usage_sum += used_tokens
-                self._prune_usage()  # memory stays bounded by a minute of calls
+                self._record_usage(used_tokens)
 
     def on_rate_limited(self, admission: Admission, wait_s: float | None) -> None:
         self.concurrency.on_rate_limited(admission.generation)
@@ -323,10 +334,23 @@ class EndpointLimiter:
         self._prune_usage()
         return self._usage_sum
 
+    def _record_usage(self, tokens: int) -> None:
+        second = int(self.clock.now())
+        if self._usage and self._usage[-1][0] == second:
+            self._usage[-1][1] += tokens
+            self._usage[-1][2] += 1
+        else:
+            self._usage.append([second, tokens, 1])
+        self._usage_sum += tokens
+        self._usage_calls += 1
+        self._prune_usage()
+
     def _prune_usage(self) -> None:
-        horizon = self.clock.now() - 60.0
+        horizon = int(self.clock.now()) - 60
         while self._usage and self._usage[0][0] < horizon:
-            self._usage_sum -= self._usage.popleft()[1]
+            _, tokens, calls = self._usage.popleft()
+            self._usage_sum -= tokens
+            self._usage_calls -= calls
 
     def observe(self, headers: Mapping[str, str]) -> None:
         """Learn limits a provider announces, and slow down before its window runs dry: when what is
@@ -357,8 +381,7 @@ class EndpointLimiter:
                 )
 
     def _tokens_per_call(self) -> int:
-        count = len(self._usage)
-        return self._usage_sum // count if count else 1
+        return self._usage_sum // self._usage_calls if self._usage_calls else 1
 
     def _learn(self, window: str, limit: int) -> None:
         if window == "requests":

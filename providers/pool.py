@@ -25,7 +25,7 @@ from providers.records import (
     UnknownPrice,
 )
 from providers.retry import RetryDecision, RetryPolicy, classify
-from providers.scrub import scrub
+from providers.scrub import redact_values, scrub, secret_values
 from providers.via_litellm import LiteLLMSender
 
 Path = Literal["fast", "litellm"]
@@ -124,6 +124,7 @@ class ProviderPool:
         # By identity: specs hold a params dict, so they are not hashable.
         self._endpoints: dict[int, Endpoint] = {}
         self._key_envs: set[str] = set()
+        self._secrets: tuple[int, tuple[str, ...]] | None = None  # (len(_key_envs) when read, values)
         self._rng = retry.rng()
         self._open = False
         self._used_litellm = False
@@ -199,10 +200,23 @@ class ProviderPool:
             self._sessions[base] = session
         return session
 
-    def scrub(self, text: str) -> str:
+    def has_room(self) -> bool:
+        """A call started now would not queue for the pool-wide concurrency cap."""
+        return self._global is None or not self._global.locked()
+
+    def _secret_names(self) -> set[str]:
         # Also the conventional *_API_KEY variables litellm reads on its own when no api_key_env is set.
-        names = self._key_envs | {name for name in os.environ if name.endswith("API_KEY")}
-        return scrub(text, names)
+        return self._key_envs | {name for name in os.environ if name.endswith("API_KEY")}
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self._secret_names())
+
+    def redact_answer(self, text: str) -> str:
+        """A model's answer with any key value it repeats replaced (and nothing else touched). The
+        values are read once per endpoint set: this runs on every answer."""
+        if self._secrets is None or self._secrets[0] != len(self._key_envs):
+            self._secrets = (len(self._key_envs), secret_values(self._secret_names()))
+        return redact_values(text, self._secrets[1])
 
     def _emit(self, event: ProviderEvent) -> None:
         if self._on_event is not None:
@@ -269,6 +283,10 @@ class Endpoint:
         if self._price is None:
             return None
         return self._price.cost(self.estimate_tokens(messages), self._max_out)
+
+    def congested(self) -> bool:
+        """More calls would only queue at this endpoint's own limits (see EndpointLimiter.congested)."""
+        return self._limiter.congested
 
     def stats(self) -> EndpointStats:
         lim, counters = self._limiter, self._shared.counters
@@ -489,7 +507,7 @@ class Endpoint:
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(
             status=_status(reply),
-            text=reply.text,
+            text=self._pool.redact_answer(reply.text) if reply.text else reply.text,
             finish_reason=reply.finish_reason,
             input_tokens=inp,
             output_tokens=out,

@@ -22,12 +22,24 @@ _REDACTED = "[REDACTED]"
 _MIN_SECRET_LEN = 6
 
 
+def secret_values(key_env_names: Iterable[str]) -> tuple[str, ...]:
+    """The current values of those variables that are long enough to be keys."""
+    values = (os.environ.get(name) for name in key_env_names)
+    return tuple(v for v in values if v and len(v) >= _MIN_SECRET_LEN)
+
+
+def redact_values(text: str, values: Iterable[str]) -> str:
+    """`text` with every occurrence of the given secret values replaced, and nothing else changed: what
+    a model's answer gets, where header-shaped patterns may be the answer's own (say, example code)."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, _REDACTED)
+    return text
+
+
 def scrub(text: str, key_env_names: Iterable[str] = ()) -> str:
     """Return `text` with the current values of `key_env_names` and any bearer/API-key values redacted."""
-    for name in key_env_names:
-        value = os.environ.get(name)
-        if value and len(value) >= _MIN_SECRET_LEN and value in text:
-            text = text.replace(value, _REDACTED)
+    text = redact_values(text, secret_values(key_env_names))
     for pattern in _PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + _REDACTED, text)
     return text

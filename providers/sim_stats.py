@@ -17,6 +17,10 @@ class SimStats:
         self.faults: Counter[str] = Counter()  # injected faults by name, limit 429s as "limit"
         self.in_flight = 0
         self.max_in_flight = 0
+        # Per model, requests inside their simulated latency at once (the most seen): how many calls a
+        # client really kept open for one model.
+        self.waiting_by_model: Counter[str] = Counter()
+        self.max_waiting_by_model: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Forget every count; requests still being served keep counting in in_flight."""
@@ -26,6 +30,7 @@ class SimStats:
         self.bodies = Counter()
         self.faults = Counter()
         self.max_in_flight = self.in_flight
+        self.max_waiting_by_model = Counter(self.waiting_by_model)
 
     def enter(self) -> None:
         self.in_flight += 1

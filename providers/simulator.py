@@ -210,7 +210,14 @@ class Simulator:
             )
         if fault is not None:
             stats.faults[fault] += 1
-        await self._sleep_latency(config, canonical)
+        stats.waiting_by_model[model] += 1
+        stats.max_waiting_by_model[model] = max(
+            stats.max_waiting_by_model[model], stats.waiting_by_model[model]
+        )
+        try:
+            await self._sleep_latency(config, canonical)
+        finally:
+            stats.waiting_by_model[model] -= 1
         early = await self._fault_without_completion(request, fault, error_status, config)
         if early is not None:
             return early

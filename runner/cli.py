@@ -7,6 +7,7 @@ Exit codes: 0 complete, 1 failed, 2 bad usage / config / data, 3 stopped by budg
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,15 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 13
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # NumPy's BLAS runs the bootstrap's matrix products; with a thread per core it fights every other
+    # busy thread on the machine (paired differences took 20-25 s instead of 3 beside one busy loop).
+    # One thread loses little alone. Set before numpy is first imported; a user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["serve-mock"]:
+        # Every argument, --help included, belongs to the simulator's own parser; argparse's
+        # REMAINDER would stop at a leading option and reject it here.
+        return _cmd_serve_mock(argparse.Namespace(rest=argv[1:]))
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):

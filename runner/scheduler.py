@@ -2,7 +2,14 @@
 
 Each model gets its own workers pulling from its own lazy stream of instances, so a slow or throttled
 model only ever holds its own workers; the provider pool bounds calls in flight globally and per
-endpoint. Memory therefore grows with concurrency, not with the number of instances or models.
+endpoint. Workers are elastic within a budget of twice the global concurrency (or one per model, if
+that is more): a model starts with its share; after each pair a worker retires if its model's
+endpoint is congested (calls already queue in its own limiter) and the model keeps another, and
+otherwise adds a sibling if the model is under its cap, the budget allows and the pool has room. So a
+throttled model gives its workers to the ones that can use them, a model that finishes hands its
+share on, and idle workers (each holds a prepared request and its instance, tens of KB) stay few
+however many models there are. Memory therefore grows with concurrency, not with the number of
+instances or models.
 """
 
 from __future__ import annotations
@@ -45,13 +52,33 @@ class StopControl:
 
 @dataclass(frozen=True, slots=True)
 class Work:
-    """The instances of every benchmark, loaded once and shared by every model."""
+    """The instances of every benchmark, loaded once and shared by every model (runner/spooled.py keeps
+    them on disk during a sweep)."""
 
-    jobs: tuple[tuple[BenchJob, tuple[Instance, ...]], ...]
+    jobs: tuple[tuple[BenchJob, Sequence[Instance]], ...]
 
 
 # Selects this process's partition by generation key; None = every pair (no key is hashed to decide).
 Keep = Callable[[str], bool] | None
+MIN_WORKERS = 1  # a model's workers never retire below this: it always makes progress
+
+
+@dataclass(frozen=True, slots=True)
+class Elastic:
+    """What elastic workers ask of the provider pool (see the module docstring)."""
+
+    room: Callable[[], bool]  # one more call could start now without queueing for a global slot
+    congested: Callable[[str], bool]  # calls of the model with this label already queue at its limits
+
+
+def worker_budget(global_concurrency: int, models: int) -> int:
+    return max(2 * global_concurrency, MIN_WORKERS * models)
+
+
+def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
+    """A model's workers at the start: its share of the budget, MIN_WORKERS <= n <= cap."""
+    share = worker_budget(global_concurrency, models) // max(models, 1)
+    return min(cap, max(MIN_WORKERS, share))
 
 
 def pairs_for(work: Work, spec: EndpointSpec, keep: Keep) -> Iterator[tuple[BenchJob, Instance]]:
@@ -69,33 +96,59 @@ async def run_models(
     endpoints: Sequence[SupportsComplete],
     stop: StopControl,
     keep: Keep,
+    elastic: Elastic | None = None,
 ) -> None:
-    """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish)."""
+    """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish).
+    Without `elastic`, every model runs its cap of workers from start to end."""
+    workers: dict[str, int] = {}
+    budget = worker_budget(cfg.run.concurrency, len(endpoints))
 
-    async def worker(endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]]) -> None:
+    def retire(label: str) -> bool:
+        if elastic is None or workers[label] <= MIN_WORKERS:
+            return False
+        return elastic.congested(label)
+
+    def grow(label: str, cap: int) -> bool:
+        if elastic is None or workers[label] >= cap or sum(workers.values()) >= budget:
+            return False
+        return elastic.room() and not elastic.congested(label)
+
+    async def worker(
+        endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]], cap: int
+    ) -> None:
         label = endpoint.spec.label
-        # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
-        while not stop.stopped and label not in stop.exhausted_models:
-            item = next(source, None)
-            if item is None:
-                return
-            job, inst = item
-            try:
-                await pipeline.evaluate(endpoint, job, inst)
-            except BudgetExhausted as e:
-                if e.scope == label:
-                    stop.exhausted_models.add(label)
-                else:  # the sweep's cap, or the judge's, which every model needs
-                    stop.stop("budget_exhausted")
-                return
+        try:
+            # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
+            while not stop.stopped and label not in stop.exhausted_models:
+                item = next(source, None)
+                if item is None:
+                    return
+                job, inst = item
+                try:
+                    await pipeline.evaluate(endpoint, job, inst)
+                except BudgetExhausted as e:
+                    if e.scope == label:
+                        stop.exhausted_models.add(label)
+                    else:  # the sweep's cap, or the judge's, which every model needs
+                        stop.stop("budget_exhausted")
+                    return
+                if retire(label):
+                    return
+                if grow(label, cap):
+                    workers[label] += 1
+                    tg.start_soon(worker, endpoint, source, cap)
+        finally:
+            workers[label] -= 1
 
     async with anyio.create_task_group() as tg:
         for endpoint in endpoints:
             spec = endpoint.spec
-            n = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+            cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+            n = cap if elastic is None else initial_workers(cap, cfg.run.concurrency, len(endpoints))
+            workers[spec.label] = n
             source = pairs_for(work, spec, keep)
             for _ in range(n):
-                tg.start_soon(worker, endpoint, source)
+                tg.start_soon(worker, endpoint, source, cap)
 
 
 def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict[tuple[str, str], Counters]:

@@ -26,6 +26,7 @@ import re
 import threading
 import time
 import zlib
+from array import array
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import orjson
+
+from runner.keyindex import KeyIndex, normalized
 
 __all__ = [
     "SHARDS_DIR",
@@ -65,10 +68,6 @@ _READ_CHUNK = 16 << 20
 # that bounds memory if the disk cannot keep up.
 _HARD_BUFFER_BYTES = 64 << 20
 _FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
-
-# Index values pack (file number, offset, length, is_error) into one int: 20 + 40 + 32 + 1 bits.
-_LEN_BITS = 32
-_OFF_BITS = 40
 
 
 def record_key(obj: object) -> str:
@@ -191,22 +190,32 @@ class _FileEnd:
 _Entry = tuple[int, bytes, bytes, bool, bytes]
 
 
+@dataclass(eq=False, slots=True)
+class _Located:
+    """Every valid line's key and location, in read order, packed for KeyIndex.load (28 bytes a line)."""
+
+    keys: bytearray = field(default_factory=bytearray)
+    locs: array[int] = field(default_factory=lambda: array("Q"))
+    metas: array[int] = field(default_factory=lambda: array("I"))
+
+
 def _scan_file(
     path: Path,
     damaged: list[DamageReport],
     end: _FileEnd,
-    index: dict[bytes, int] | None = None,
+    located: _Located | None = None,
     file_no: int = 0,
 ) -> Iterator[_Entry]:
     """Every valid line of one shard; damaged lines go to `damaged`; `end` tells where good data ends.
 
-    This loop is the resume cost (1M lines per open), so parse_line is inlined, and with `index` the
-    lines go straight into it (packed, newest wins but errors never shadow successes) and nothing is
-    yielded. A line the fast path rejects gets its precise reason from parse_line."""
+    This loop is the resume cost (1M lines per open), so parse_line is inlined, and with `located` the
+    lines' keys and locations go straight into it and nothing is yielded. A line the fast path rejects
+    gets its precise reason from parse_line."""
     crc32 = zlib.crc32
     unhex = binascii.unhexlify
-    get = None if index is None else index.get
-    file_bits = file_no << _OFF_BITS
+    if located is not None:
+        add_key, add_loc, add_meta = located.keys.extend, located.locs.append, located.metas.append
+    file_bits = file_no << 40  # KeyIndex's packing: file number above a 40-bit offset
     with open(path, "rb", buffering=0) as f:
         base = 0
         rest = b""
@@ -233,12 +242,12 @@ def _scan_file(
                     ok = False
                 if ok:
                     is_error = line.startswith(_ERROR_STATUS, kind_end + 1)
-                    if get is None:
+                    if located is None:
                         yield off, line, key, is_error, line[kend + 10 : kind_end]
                     else:
-                        old = get(key)
-                        if old is None or not is_error or old & 1:
-                            index[key] = (((file_bits | off) << _LEN_BITS | n) << 1) | is_error  # type: ignore[index]
+                        add_key(key if len(key) == 16 else normalized(key))
+                        add_loc(file_bits | off)
+                        add_meta(n << 1 | is_error)
                     end.good_end = off + n
                     end.good_lines = line_no
                 else:
@@ -264,16 +273,6 @@ def scan_shards(
         for off, line, key, is_error, kind in _scan_file(path, sink, _FileEnd()):
             if wanted is None or kind in wanted:
                 yield ShardLine(file_no, off, line, key, kind.decode(), is_error)
-
-
-def _pack(file_no: int, offset: int, length: int, is_error: bool) -> int:
-    return (((file_no << _OFF_BITS) | offset) << _LEN_BITS | length) << 1 | is_error
-
-
-def _unpack(v: int) -> tuple[int, int, int]:
-    length = (v >> 1) & ((1 << _LEN_BITS) - 1)
-    offset = (v >> (1 + _LEN_BITS)) & ((1 << _OFF_BITS) - 1)
-    return v >> (1 + _LEN_BITS + _OFF_BITS), offset, length
 
 
 def _raw_key(key: str) -> bytes:
@@ -326,7 +325,7 @@ class RunStore:
     retry_errors: bool
     damaged: list[DamageReport] = field(default_factory=list)
     _files: list[Path] = field(default_factory=list)
-    _index: dict[bytes, int] = field(default_factory=dict)
+    _index: KeyIndex = field(default_factory=KeyIndex)
     _read_fds: dict[int, int] = field(default_factory=dict)
     _lock_fd: int = -1
     _seq: int = 0
@@ -396,17 +395,20 @@ class RunStore:
 
     def _load(self) -> None:
         own_last: tuple[int, Path, _FileEnd] | None = None
+        located = _Located()
         for writer, seq, path in shard_files(self.run_dir):
             file_no = len(self._files)
             self._files.append(path)
             end = _FileEnd()
-            for _ in _scan_file(path, self.damaged, end, self._index, file_no):
+            for _ in _scan_file(path, self.damaged, end, located, file_no):
                 pass
             if writer == self.writer_id:
                 self._seq = max(self._seq, seq)
                 if end.good_end < end.size:
                     self._truncate_tail(path, end)
                 own_last = (file_no, path, end)
+        self._index.load(located.keys, located.locs, located.metas)
+        del located
         if own_last is not None and own_last[2].good_end < self.rotate_bytes:
             self._cur_no = own_last[0]
             self._cur_fd = os.open(own_last[1], os.O_RDWR)
@@ -448,10 +450,10 @@ class RunStore:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The newest record for `key` (read from disk on demand), or None."""
-        v = self._index.get(_raw_key(key))
-        if v is None:
+        found = self._index.get(_raw_key(key))
+        if found is None:
             return None
-        file_no, offset, length = _unpack(v)
+        file_no, offset, length, _ = found
         line = self._read(file_no, offset, length)
         head = parse_line(line[:-1])
         if type(head) is not tuple:
@@ -460,8 +462,8 @@ class RunStore:
 
     def done(self, key: str) -> bool:
         """A record exists for `key` and is not an error waiting to be retried."""
-        v = self._index.get(_raw_key(key))
-        return v is not None and not (self.retry_errors and v & 1)
+        found = self._index.get(_raw_key(key))
+        return found is not None and not (self.retry_errors and found[3])
 
     def _read(self, file_no: int, offset: int, length: int) -> bytes:
         if file_no == self._cur_no and offset >= self._buf_base:
@@ -495,10 +497,7 @@ class RunStore:
             self._new_file()
             end = 0
         raw = binascii.unhexlify(record["key"])
-        is_error = record.get("status") == "error"
-        old = self._index.get(raw)
-        if old is None or not is_error or old & 1:
-            self._index[raw] = _pack(self._cur_no, end, len(line), is_error)
+        self._index.put(raw, self._cur_no, end, len(line), record.get("status") == "error")
         if not self._buf:
             self._first_append = time.monotonic()
             if self._wake is not None:

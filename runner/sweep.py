@@ -21,14 +21,24 @@ import anyio
 import orjson
 
 import benchmarks
-from benchmarks import Instance
 from providers.records import EndpointSpec
 from runner.config import ConfigError, SweepConfig
 from runner.manifest import BenchmarkEntry, Manifest, ModelEntry, compare, read_manifest, write_manifest
+from runner.memory import return_free_memory, steady_allocator
 from runner.pipeline import BenchJob, Counters, Pipeline
 from runner.progress import ProgressState, run_progress
-from runner.scheduler import EXIT_CODES, Keep, StopControl, SweepStatus, Work, count_planned, run_models
+from runner.scheduler import (
+    EXIT_CODES,
+    Elastic,
+    Keep,
+    StopControl,
+    SweepStatus,
+    Work,
+    count_planned,
+    run_models,
+)
 from runner.shards import DiskFullError
+from runner.spooled import SpooledInstances
 from runner.status import summary_name
 
 
@@ -52,11 +62,7 @@ def load_work(cfg: SweepConfig) -> Work:
     for i, bc in enumerate(cfg.benchmarks):
         bench = benchmarks.get(bc.name)
         data_dir = bc.data if bc.data is not None else _download(bc.name, bench.release)
-        instances: list[Instance] = []
-        for inst in bench.load(data_dir, bc.options):
-            if bc.limit is not None and len(instances) >= bc.limit:
-                break
-            instances.append(inst)
+        instances = SpooledInstances(bench.load(data_dir, bc.options), limit=bc.limit)
         if not instances:
             raise ConfigError(
                 cfg.path, f"benchmarks[{i}]", f"no {bc.name} instances selected from {data_dir}"
@@ -64,7 +70,7 @@ def load_work(cfg: SweepConfig) -> Work:
         jobs.append(
             (
                 BenchJob(cfg=bc, bench=bench, template_version=bench.template_version(), data_dir=data_dir),
-                tuple(instances),
+                instances,
             )
         )
     return Work(jobs=tuple(jobs))
@@ -109,6 +115,7 @@ async def run_sweep(
     from runner.partition import in_partition
     from runner.shards import RunStore
 
+    steady_allocator()
     run_dir = cfg.run.output_dir
     prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
@@ -144,6 +151,13 @@ async def run_sweep(
             judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
             endpoints = [pool.endpoint(s) for s in cfg.models]
             pipeline = Pipeline(store=store, judge=judge, retry_errors=retry, counters=counters)
+
+            by_label = {e.spec.label: e for e in endpoints}
+            elastic = Elastic(
+                room=lambda: pool.has_room() and not (judge is not None and judge.congested()),
+                congested=lambda label: by_label[label].congested(),
+            )
+
             try:
                 with frozen_heap():
                     async with anyio.create_task_group() as outer:
@@ -154,7 +168,7 @@ async def run_sweep(
                         )
                         outer.start_soon(_write_summary_every, run_dir, counters, budget, started, writer_id)
                         try:
-                            await run_models(cfg, work, pipeline, endpoints, stop, keep)
+                            await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:
                             outer.cancel_scope.cancel()
             except Exception as e:  # a bug or an I/O failure: the run stays resumable
@@ -354,6 +368,7 @@ async def _write_summary_every(
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
+        await anyio.to_thread.run_sync(return_free_memory)
 
 
 def write_summary(

@@ -197,5 +197,14 @@ def test_usage_window_stays_bounded() -> None:
             clock.t += 1.0
         assert lim.tokens_per_min == 600  # the last 60 calls: one per second
         assert len(lim._usage) <= 61  # memory is a minute of calls, not the whole sweep
+        for _ in range(5000):  # a burst within one second adds to its entry, not to the memory
+            lim.release(await lim.admit(0), used_tokens=2, ok=True)
+        assert lim.tokens_per_min == 600 + 10_000
+        assert len(lim._usage) <= 61
+        assert lim._tokens_per_call() == 10_600 // 5060
+        clock.t += 60.5  # the window is whole seconds: second 500 is still in it at 560.5...
+        assert lim.tokens_per_min == 10_000
+        clock.t += 0.5  # ...and out of it at 561
+        assert lim.tokens_per_min == 0 and not lim._usage
 
     asyncio.run(run())

@@ -55,6 +55,9 @@ class ScriptedServer:
         body = dict(step.body) if step.body is not None else ok_body()
         if "echo_auth" in body:  # error bodies that quote the request's key, as some providers do
             body = {"error": {"message": f"Incorrect API key: {request.headers.get('Authorization')}"}}
+        elif "echo_key_in_answer" in body:  # a successful answer that repeats the bare key
+            key = str(request.headers.get("Authorization", "")).removeprefix("Bearer ")
+            body = ok_body(f"Sure. The key you sent me is {key}, and the weather is fine.")
         return web.json_response(body, status=step.status, headers=dict(step.headers))
 
     async def __aenter__(self) -> ScriptedServer:

@@ -20,7 +20,7 @@ from providers.simulator import FaultRates, SimConfig, SimulatorThread
 from runner.cli import main
 from runner.pipeline import Counters
 from runner.progress import ProgressState, plain_line
-from runner.scheduler import Work, count_planned, eta_s, pairs_for
+from runner.scheduler import Work, count_planned, eta_s, initial_workers, pairs_for, worker_budget
 from runner.shards import RunStore
 
 
@@ -106,6 +106,52 @@ def test_throttled_model_does_not_hold_back_the_fast_one(tmp_path: Path, sim: Si
     assert fast_done - start < 2.0  # its judge calls were not queued behind the slow model either
     by_model = {r["model"]: r for r in summary(out)["by_model"]}
     assert by_model["fast"]["done"] == by_model["slow"]["done"] == 8
+
+
+def example_copies(folder: Path, copies: int) -> Path:
+    """FollowBench's fixture example file, `copies` times over as distinct rule-scored instances."""
+    rows = json.loads(
+        (benchmarks.get("followbench").fixture_dir() / "data" / "example_constraints.json").read_text()
+    )
+    out = [
+        r | {"example_id": r["example_id"] + 1000 * k, "instruction": f"{r['instruction']} ({k})"}
+        for k in range(copies)
+        for r in rows
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "example_constraints.json").write_text(json.dumps(out, ensure_ascii=False))
+    return folder
+
+
+def test_a_fast_model_among_throttled_ones_grows_past_its_start(tmp_path: Path) -> None:
+    # 12 models share 24 calls in flight and a budget of 48 workers, 4 each at the start. Eleven are
+    # paced by their own limiters to 10 requests/s (about one call in flight at 100 ms each): their
+    # workers queue there, so all but one of each retire, which leaves workers and room in the pool for
+    # the unthrottled model to grow (at most one worker per finished call) to its own cap, 16.
+    data = example_copies(tmp_path / "data", 12)  # 60 rule-scored instances: no judge calls
+    with SimulatorThread(SimConfig(latency_ms=100, seed=3)) as sim:
+        out = tmp_path / "run"
+        models = model_table("fast", sim.base_url, "max_concurrency = 16")
+        models += "".join(model_table(f"slow{i}", sim.base_url, "rpm = 600") for i in range(11))
+        lines = ["[run]", f'output_dir = "{out}"', 'progress = "off"', "concurrency = 24", ""]
+        lines += ["[[benchmarks]]", 'name = "followbench"', f'data = "{data}"', 'categories = ["example"]']
+        lines += ["", models]
+        cfg = tmp_path / "sweep.toml"
+        cfg.write_text("\n".join(lines))
+        assert main(["run", str(cfg)]) == 0
+        peak = sim.stats.max_waiting_by_model
+        assert 12 <= peak["sim-fast"] <= 16, peak
+        assert max(peak[f"sim-slow{i}"] for i in range(11)) <= 4, peak  # their start, at most
+        assert sim.stats.max_in_flight <= 24
+        assert sim.stats.requests == 12 * 60
+
+
+def test_initial_workers_share_the_worker_budget() -> None:
+    assert worker_budget(64, 40) == 128 and worker_budget(64, 160) == 160  # 2 x global, or 1 per model
+    assert initial_workers(32, 64, 1) == 32  # one model: its cap
+    assert initial_workers(32, 64, 40) == 3  # 128 // 40
+    assert initial_workers(32, 64, 160) == 1  # never fewer than one
+    assert initial_workers(1, 64, 4) == 1  # nor more than the model's own cap
 
 
 def test_calls_in_flight_never_exceed_run_concurrency(tmp_path: Path) -> None:

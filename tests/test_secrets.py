@@ -137,3 +137,28 @@ def test_a_sweep_against_a_quoting_provider_writes_and_prints_no_key(
         [sys.executable, "-m", "runner.cli", "status", str(out)], capture_output=True, text=True, timeout=60
     )
     assert not leaks(report.stdout + report.stderr)
+
+
+@pytest.mark.parametrize("path", ["fast", "litellm"])
+def test_a_successful_answer_repeating_the_key_is_stored_without_it(key: str, path: str) -> None:
+    async def main() -> tuple[Completion, list[str]]:
+        steps = [Step(status=200, body={"echo_key_in_answer": True})]
+        async with ScriptedServer(steps) as server:
+            async with ProviderPool(budget=Budget(None), retry=FAST_RETRY) as pool:
+                spec = EndpointSpec(
+                    label="m",
+                    model="openai/echo",
+                    api_base=server.base_url,
+                    api_key_env=KEY_ENV,
+                    timeout_s=20.0,
+                    force_litellm=path == "litellm",
+                )
+                done = await pool.endpoint(spec).complete(MSGS)
+            return done, server.auth_headers
+
+    done, seen = asyncio.run(main())
+    assert f"Bearer {key}" in seen
+    assert done.status == "ok"
+    # The key is gone; the rest of the answer is the model's, word for word.
+    assert done.text == "Sure. The key you sent me is [REDACTED], and the weather is fine."
+    assert not leaks(repr(done))

@@ -280,17 +280,23 @@ def test_disk_full_error_is_an_oserror_subclass() -> None:
 
 
 def test_index_memory_is_compact(tmp_path: Path) -> None:
-    # 50k keys, measured by the index's own containers (the 1M figure is in perf/shards_perf.py).
-    import sys
+    # 50k keys: what the store holds per key, as tracemalloc counts it (1M keys: perf/shards_perf.py).
+    import tracemalloc
 
+    keys = [record_key(i) for i in range(50_000)]
     with RunStore.open(tmp_path, fsync=False, flush_records=10_000) as s:
-        for i in range(50_000):
-            s.append({"v": 1, "kind": "verdict", "key": record_key(i), "rows": []})
-        idx = s._index
-        per_key = (
-            sys.getsizeof(idx) + sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in idx.items())
-        ) / len(idx)
-    assert per_key < 160, per_key
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for k in keys:
+                s.append({"v": 1, "kind": "verdict", "key": k, "rows": []})
+            s.flush()
+            per_key = (tracemalloc.get_traced_memory()[0] - before) / len(keys)
+        finally:
+            tracemalloc.stop()
+        assert s.index_size == len(keys)
+        assert s.get(keys[12345]) == {"v": 1, "kind": "verdict", "key": keys[12345], "rows": []}
+    assert per_key < 48, per_key  # a dict[bytes, int] index held about 130 bytes a key
     assert os.path.getsize(only_file(tmp_path)) > 0
 
 

@@ -15,14 +15,18 @@ import pytest
 
 from runner.shards import RunStore, record_key, scan_shards, shard_files
 
-SHARDS_PY = Path(__file__).resolve().parents[1] / "runner" / "shards.py"
+RUNNER = Path(__file__).resolve().parents[1] / "runner"
 
-# The child loads runner/shards.py by path, so the test does not depend on what runner/__init__ imports
-# and a child starts in about 0.1 s.
+# The child loads runner/shards.py (and the index module it uses) by path, so the test does not depend on
+# what runner/__init__ imports and a child starts in about 0.1 s.
 PRELUDE = textwrap.dedent(
     f"""
     import importlib.util, sys
-    spec = importlib.util.spec_from_file_location("shards_under_test", {str(SHARDS_PY)!r})
+    spec = importlib.util.spec_from_file_location("runner.keyindex", {str(RUNNER / "keyindex.py")!r})
+    keyindex = importlib.util.module_from_spec(spec)
+    sys.modules["runner.keyindex"] = keyindex
+    spec.loader.exec_module(keyindex)
+    spec = importlib.util.spec_from_file_location("shards_under_test", {str(RUNNER / "shards.py")!r})
     shards = importlib.util.module_from_spec(spec)
     sys.modules["shards_under_test"] = shards
     spec.loader.exec_module(shards)

@@ -787,3 +787,18 @@ def test_cut_to_tokens_respects_max_tokens(text: str, max_tokens: int) -> None:
     assert count_tokens(reply.text) <= max_tokens
     assert text.startswith(reply.text)
     assert (reply.finish_reason == "stop") == (reply.text == text)
+
+
+def test_serve_mock_help_and_bad_options_reach_the_simulators_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from runner.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["serve-mock", "--help"])
+    assert done.value.code == 0
+    assert "--latency-ms" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as bad:
+        main(["serve-mock", "--rpm", "many"])
+    assert bad.value.code == 2
+    assert "--rpm" in capsys.readouterr().err

@@ -1,0 +1,134 @@
+"""The shortcuts metrics takes for speed keep results exact: ordered float sums, categorical keys, per-type
+sums expanded to InFoBench labels, and errors on bad rows."""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+from pathlib import Path
+
+import polars as pl
+import pytest
+from test_metrics import Row, as_dict, frame, row
+
+import metrics
+from metrics import VERDICT_SCHEMA, compute_metrics
+from metrics.compute import components_of
+from metrics.instances import KEY_DTYPE
+
+
+def fractional_rows(instances: int, seed: int = 0) -> list[Row]:
+    """CFBench and EIFBench instances with 1-9 constraints each: their per-instance CSR / CLAcc / ILAcc
+    are fractions like 1/3 and 5/7, whose float sum depends on the order of additions."""
+    rnd = random.Random(seed)
+    rows: list[Row] = []
+    for i in range(instances):
+        for bench in ("cfbench", "eifbench"):
+            for c in range(rnd.randint(1, 9)):
+                rows.append(
+                    row(
+                        bench,
+                        f"m{i % 3}",
+                        f"i{i}",
+                        c,
+                        rnd.random() < 0.6,
+                        split=("easy", "hard")[i % 2],
+                        priority=("primary", "secondary")[c % 2],
+                        instruction_idx=c // 2,
+                    )
+                )
+    return rows
+
+
+def test_float_sums_are_bit_for_bit_the_same_under_any_row_order() -> None:
+    # Large enough that a plain group-by sum over shuffled rows differs in the last bits (checked by
+    # replacing ordered_sum with a plain sum: this test then fails).
+    df = frame(fractional_rows(6000))
+    want = compute_metrics(df)
+    assert want.filter(pl.col("metric") == "CSR").height > 0
+    for seed in range(3):
+        assert compute_metrics(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
+    parts = pl.concat([metrics.cfbench_metrics(df), metrics.eifbench_metrics(df)])
+    assert parts.sort(["benchmark", "model", "metric", "slice"]).equals(
+        want.filter(pl.col("metric") != "coverage")
+    )
+
+
+def test_float_sums_match_exact_fractions() -> None:
+    rows = fractional_rows(900, seed=4)
+    got = as_dict(compute_metrics(frame(rows)))
+    per: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r["benchmark"] == "cfbench":
+            per.setdefault((r["model"], r["instance_id"]), []).append(float(r["satisfied"]))
+    for model in ("m0", "m1", "m2"):
+        csr = [math.fsum(v) / len(v) for (m, _), v in per.items() if m == model]
+        value, n = got[("cfbench", model, "CSR", "all")]
+        assert n == len(csr) == 300
+        assert math.isclose(value, math.fsum(csr) / len(csr), rel_tol=0, abs_tol=1e-12)
+
+
+def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> None:
+    rows = [
+        *fractional_rows(200, seed=2),
+        row("infobench", "m0", "q1", 0, True, constraint_type="Format | Style", split="easy"),
+        row("infobench", "m0", "q1", 1, False, constraint_type="Style", split="easy"),
+        row("followbench", "m1", "f1", 0, True, group_id="g", level=1, category="c"),
+    ]
+    plain = frame(rows)
+    want = compute_metrics(plain)
+    typed = plain.with_columns(
+        pl.col("model", "instance_id", "status", "constraint_type").cast(pl.Categorical),
+        pl.col("benchmark").cast(pl.Enum(["cfbench", "eifbench", "followbench", "infobench"])),
+    )
+    assert compute_metrics(typed).equals(want)
+    typed.write_parquet(tmp_path / "typed.parquet")
+    assert compute_metrics(metrics.read_verdicts(tmp_path / "typed.parquet")).equals(want)
+    assert want.schema == pl.Schema(
+        {"benchmark": pl.String, "model": pl.String, "metric": pl.String, "slice": pl.String}
+        | {"value": pl.Float64, "n": pl.Int64}
+    )
+
+
+def test_key_categories_are_released_after_use() -> None:
+    marker = "instance-id-seen-only-by-this-test"
+    out = compute_metrics(frame([row("cfbench", "m", marker, 0, True)]))
+    assert out.height > 0
+    gc.collect()
+    categories = KEY_DTYPE.categories
+    assert marker not in categories
+
+
+def test_infobench_labels_count_once_per_row_in_sums_and_in_units() -> None:
+    rows = [
+        row("infobench", "m", "a", 0, True, constraint_type="Format|Style", split="s"),
+        row("infobench", "m", "a", 1, False, constraint_type=" Style |Style", split="s"),
+        row("infobench", "m", "a", 2, True, constraint_type="Content", split="s"),
+        row("infobench", "m", "b", 0, False, constraint_type="Format", split="s"),
+        row("infobench", "m", "b", 1, True, constraint_type="|", split="s"),
+        row("infobench", "m", "c", 0, True, constraint_type="Format", status="error", split="s"),
+    ]
+    got = as_dict(compute_metrics(frame(rows)))
+    assert got[("infobench", "m", "DRFR", "constraint_type=Style")] == (0.5, 2)
+    assert got[("infobench", "m", "DRFR", "constraint_type=Format")] == (0.5, 2)
+    assert got[("infobench", "m", "DRFR", "constraint_type=Content")] == (1.0, 1)
+    assert got[("infobench", "m", "DRFR", "all")] == (0.6, 5)
+    assert ("infobench", "m", "DRFR", "constraint_type=") not in got
+    leaves, _ = components_of(frame(rows))
+    style = leaves.filter(pl.col("slice") == "constraint_type=Style").sort("unit")
+    # Unit a has two Style rows (one per type string): one leaf row for (statistic, unit), summed.
+    assert style.select("unit", "num", "den").rows() == [("a", 1.0, 2.0)]
+    fmt = leaves.filter(pl.col("slice") == "constraint_type=Format").sort("unit")
+    assert fmt.select("unit", "num", "den").rows() == [("a", 1.0, 1.0), ("b", 0.0, 1.0)]
+
+
+def test_bad_rows_are_still_named_with_categorical_keys() -> None:
+    rows = fractional_rows(50)
+    rows[17] = {**rows[17], "source": "oracle"}
+    with pytest.raises(metrics.VerdictError, match=r"row 17 .*instance_id='i\d+'.*field 'source': 'oracle'"):
+        compute_metrics(frame(rows))
+    rows = fractional_rows(50)
+    rows[5] = {**rows[5], "instance_id": None}
+    with pytest.raises(metrics.VerdictError, match=r"row 5 .*field 'instance_id': missing"):
+        compute_metrics(pl.DataFrame(rows, schema=VERDICT_SCHEMA))
