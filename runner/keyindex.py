@@ -26,7 +26,7 @@ _MAX_FILES = 1 << 24
 _MAX_OFFSET = 1 << _OFF_BITS
 _MAX_LENGTH = (1 << 31) - 1
 _MIN_SLOTS = 1 << 10
-_KEY = struct.Struct("<QQ")
+_KEY = struct.Struct("=QQ")  # native order, as the arrays and their NumPy views
 _EMPTY = -1
 
 Location = tuple[int, int, int, bool]  # (file number, offset, length, is_error)
@@ -122,7 +122,7 @@ class KeyIndex:
             return
         import numpy as np  # here, not at the top: a store that never loads or grows needs none of it
 
-        new_keys = np.frombuffer(keys, dtype="<u8").reshape(-1, 2)
+        new_keys = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 2)
         hi = np.concatenate([np.frombuffer(self._hi, dtype=np.uint64), new_keys[:, 0]])
         lo = np.concatenate([np.frombuffer(self._lo, dtype=np.uint64), new_keys[:, 1]])
         loc = np.concatenate([np.frombuffer(self._loc, dtype=np.uint64), np.frombuffer(locs, np.uint64)])
