@@ -39,3 +39,11 @@ class SimStats:
 
     def leave(self) -> None:
         self.in_flight -= 1
+
+    def enter_model(self, model: str) -> None:
+        n = self.waiting_by_model[model] = self.waiting_by_model[model] + 1
+        if n > self.max_waiting_by_model[model]:
+            self.max_waiting_by_model[model] = n
+
+    def leave_model(self, model: str) -> None:
+        self.waiting_by_model[model] -= 1

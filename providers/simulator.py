@@ -210,14 +210,11 @@ class Simulator:
             )
         if fault is not None:
             stats.faults[fault] += 1
-        stats.waiting_by_model[model] += 1
-        stats.max_waiting_by_model[model] = max(
-            stats.max_waiting_by_model[model], stats.waiting_by_model[model]
-        )
+        stats.enter_model(model)
         try:
             await self._sleep_latency(config, canonical)
         finally:
-            stats.waiting_by_model[model] -= 1
+            stats.leave_model(model)
         early = await self._fault_without_completion(request, fault, error_status, config)
         if early is not None:
             return early

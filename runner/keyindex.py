@@ -32,16 +32,14 @@ _EMPTY = -1
 Location = tuple[int, int, int, bool]  # (file number, offset, length, is_error)
 
 
-def _split(raw: bytes) -> tuple[int, int]:
-    if len(raw) != 16:
-        raw = hashlib.blake2b(raw, digest_size=16, person=b"ifsweep.key").digest()
-    hi, lo = _KEY.unpack(raw)
-    return hi, lo
-
-
 def normalized(raw: bytes) -> bytes:
     """The 16 bytes the map files `raw` under (for `KeyIndex.load`'s packed key buffer)."""
     return raw if len(raw) == 16 else hashlib.blake2b(raw, digest_size=16, person=b"ifsweep.key").digest()
+
+
+def _split(raw: bytes) -> tuple[int, int]:
+    hi, lo = _KEY.unpack(normalized(raw))
+    return hi, lo
 
 
 def _pack(file_no: int, offset: int, length: int, is_error: bool) -> tuple[int, int]:

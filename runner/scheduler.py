@@ -101,6 +101,7 @@ async def run_models(
     """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish).
     Without `elastic`, every model runs its cap of workers from start to end."""
     workers: dict[str, int] = {}
+    total = 0  # sum of workers.values(), kept beside it: grow() asks after every pair
     budget = worker_budget(cfg.run.concurrency, len(endpoints))
 
     def retire(label: str) -> bool:
@@ -109,13 +110,14 @@ async def run_models(
         return elastic.congested(label)
 
     def grow(label: str, cap: int) -> bool:
-        if elastic is None or workers[label] >= cap or sum(workers.values()) >= budget:
+        if elastic is None or workers[label] >= cap or total >= budget:
             return False
         return elastic.room() and not elastic.congested(label)
 
     async def worker(
         endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]], cap: int
     ) -> None:
+        nonlocal total
         label = endpoint.spec.label
         try:
             # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
@@ -136,9 +138,11 @@ async def run_models(
                     return
                 if grow(label, cap):
                     workers[label] += 1
+                    total += 1
                     tg.start_soon(worker, endpoint, source, cap)
         finally:
             workers[label] -= 1
+            total -= 1
 
     async with anyio.create_task_group() as tg:
         for endpoint in endpoints:
@@ -146,6 +150,7 @@ async def run_models(
             cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
             n = cap if elastic is None else initial_workers(cap, cfg.run.concurrency, len(endpoints))
             workers[spec.label] = n
+            total += n
             source = pairs_for(work, spec, keep)
             for _ in range(n):
                 tg.start_soon(worker, endpoint, source, cap)

@@ -1,10 +1,13 @@
-"""Builders of sweep configs for tests: TOML text a user could have written."""
+"""Builders of sweep configs for tests (TOML text a user could have written), and the reader of what a
+sweep stored."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import benchmarks
+from runner.shards import RunStore
 
 
 def toml_config(
@@ -39,3 +42,12 @@ def toml_config(
     if judge:
         lines += ["[judge]", 'id = "judge"', 'model = "openai/sim-judge"', f'api_base = "{api_base}"', ""]
     return "\n".join(lines)
+
+
+def stored_records(run_dir: Path, kinds: set[str]) -> list[dict[str, Any]]:
+    """Every valid record of those kinds in RUN_DIR's shards, read as a separate writer would."""
+    store = RunStore.open(run_dir, writer_id="test_reader")
+    try:
+        return list(store.iter_records(kinds))
+    finally:
+        store.close()

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweeps import stored_records
 
 import benchmarks
 from benchmarks import Instance, ScoringMode
 from providers.simulator import SimConfig, SimulatorThread
 from runner.cli import main
-from runner.shards import RunStore
 
 MODELS = ("alpha", "beta")
 
@@ -42,14 +42,6 @@ def sweep_toml(
         lines += ["[[models]]", f'id = "{m}"', f'model = "openai/sim-{m}"', f'api_base = "{api_base}"', ""]
     lines += ["[judge]", 'id = "judge"', 'model = "openai/sim-judge"', f'api_base = "{api_base}"', ""]
     return "\n".join(lines)
-
-
-def read_records(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    store = RunStore.open(run_dir, writer_id="reader")
-    try:
-        return list(store.iter_records({kind}))
-    finally:
-        store.close()
 
 
 def expected_judge_calls(name: str, inst: Instance, mode: ScoringMode) -> int:
@@ -101,10 +93,10 @@ def test_run_scores_every_constraint(
     assert sim.stats.by_model == Counter(
         {**{f"sim-{m}": limit for m in MODELS}, "sim-judge": judge_per_model * len(MODELS)}
     )
-    judgments = read_records(out, "judgment")
+    judgments = stored_records(out, {"judgment"})
     assert judge_per_model > 0
     assert Counter(j["model"] for j in judgments) == {m: judge_per_model for m in MODELS}
-    verdicts = read_records(out, "verdict")
+    verdicts = stored_records(out, {"verdict"})
     assert len(verdicts) == limit * len(MODELS)
     by_id = {inst.instance_id: inst for inst in instances}
     for v in verdicts:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweeps import stored_records
 
 import benchmarks
 from providers.simulator import SimConfig, SimulatorThread
 from runner.cli import main
-from runner.shards import RunStore
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 
@@ -54,14 +54,6 @@ def run(cfg: Path, text: str) -> tuple[int, dict[str, Any]]:
     return code, summary
 
 
-def stored(out: Path) -> list[dict[str, Any]]:
-    store = RunStore.open(out, writer_id="test_reader")
-    try:
-        return list(store.iter_records({"generation", "judgment"}))
-    finally:
-        store.close()
-
-
 def test_cap_binds_mid_run_then_a_higher_cap_resumes_without_rebuying(
     tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -81,7 +73,7 @@ def test_cap_binds_mid_run_then_a_higher_cap_resumes_without_rebuying(
     # Refusals wait for in-flight holds to settle, so the run stops at most one worst case short of the
     # cap. A worst case (estimated prompt + max_tokens) is a few times the dearest actual call here: the
     # estimate counts 1.5 tokens per Chinese character, the simulator a quarter of one.
-    dearest = max(r["cost_usd"] for r in stored(tmp_path / "full"))
+    dearest = max(r["cost_usd"] for r in stored_records(tmp_path / "full", {"generation", "judgment"}))
     assert cap - half["spent_usd"] <= 4 * dearest, (half["spent_usd"], cap, dearest)
     assert "raise max_usd and run the same command again" in capsys.readouterr().err
 

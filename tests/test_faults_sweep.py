@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweeps import toml_config
+from sweeps import stored_records, toml_config
 
 from providers.records import ErrorKind
 from providers.sim_config import FAULT_NAMES
 from providers.simulator import FaultRates, SimConfig, SimulatorThread
-from runner.shards import RunStore
 
 SECRET = "sk-ifsweep-FAULTSWEEP-7f3a9c1e5b"
 KEY_ENV = "IFSWEEP_FAULT_TEST_KEY"
@@ -54,14 +53,6 @@ def dead_base() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
-
-
-def records(out: Path, kinds: set[str]) -> list[dict[str, Any]]:
-    store = RunStore.open(out, writer_id="reader")
-    try:
-        return list(store.iter_records(kinds))
-    finally:
-        store.close()
 
 
 def secret_hits(out: Path, *texts: str) -> list[str]:
@@ -108,9 +99,9 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         missed = [f for f in FAULT_NAMES if sim.stats.faults[f] == 0]
         assert not missed, f"faults never injected: {missed}"
 
-        gens = records(out, {"generation"})
-        verdicts = records(out, {"verdict"})
-        judgments = records(out, {"judgment"})
+        gens = stored_records(out, {"generation"})
+        verdicts = stored_records(out, {"verdict"})
+        judgments = stored_records(out, {"judgment"})
         pairs = {(g["model"], g["instance_id"]) for g in gens}
         assert len(pairs) == len(gens) == 3 * 12, "a pair is missing or was generated twice"
         assert len({(v["model"], v["instance_id"]) for v in verdicts}) == len(verdicts) == 36
@@ -168,7 +159,7 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         sim.stats.reset()
         second = run_ifsweep(cfg)
         assert second.returncode == 0, second.stderr[-3000:]
-        gens2 = records(out, {"generation"})
+        gens2 = stored_records(out, {"generation"})
         latest: dict[str, dict[str, Any]] = {}
         for g in gens2:
             latest[g["key"]] = g

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sweeps import stored_records
 
 import benchmarks
 from providers import Budget, ProviderEvent, ProviderPool
@@ -21,7 +22,6 @@ from runner.cli import main
 from runner.pipeline import Counters
 from runner.progress import ProgressState, plain_line
 from runner.scheduler import Work, count_planned, eta_s, initial_workers, pairs_for, worker_budget
-from runner.shards import RunStore
 
 
 @pytest.fixture
@@ -72,14 +72,6 @@ def config(
     return "\n".join(lines)
 
 
-def records(out: Path, kinds: set[str]) -> list[dict[str, Any]]:
-    store = RunStore.open(out, writer_id="test_reader")
-    try:
-        return list(store.iter_records(kinds))
-    finally:
-        store.close()
-
-
 def summary(out: Path) -> dict[str, Any]:
     body: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return body
@@ -94,14 +86,14 @@ def test_throttled_model_does_not_hold_back_the_fast_one(tmp_path: Path, sim: Si
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(config(out, sim.base_url, models, limit=8, run_extra="concurrency = 4"))
     assert main(["run", str(cfg)]) == 0
-    gens = records(out, {"generation"})
+    gens = stored_records(out, {"generation"})
     ts = {m: sorted(g["ts"] for g in gens if g["model"] == m) for m in ("fast", "slow")}
     assert len(ts["fast"]) == len(ts["slow"]) == 8
     start = min(ts["fast"][0], ts["slow"][0])
     # 8 slow calls at 2/s after a burst of 2: at least 3 s. The fast model is done long before.
     assert ts["slow"][-1] - start >= 2.5
     assert ts["fast"][-1] - start < 1.5, ts
-    verdicts = records(out, {"verdict"})
+    verdicts = stored_records(out, {"verdict"})
     fast_done = max(v["ts"] for v in verdicts if v["model"] == "fast")
     assert fast_done - start < 2.0  # its judge calls were not queued behind the slow model either
     by_model = {r["model"]: r for r in summary(out)["by_model"]}
@@ -173,8 +165,8 @@ def test_judge_calls_start_while_generation_goes_on(tmp_path: Path) -> None:
         cfg = tmp_path / "sweep.toml"
         cfg.write_text(config(out, sim.base_url, models, bench="cfbench", run_extra="concurrency = 4"))
         assert main(["run", str(cfg)]) == 0
-    gens = records(out, {"generation"})
-    judged = records(out, {"judgment"})
+    gens = stored_records(out, {"generation"})
+    judged = stored_records(out, {"judgment"})
     assert len(gens) == 24 and len(judged) == 24
     assert min(j["ts"] for j in judged) < max(g["ts"] for g in gens)
 
@@ -224,7 +216,7 @@ def test_rpm_enforced_by_the_server_completes_with_few_429s(
         resent = [n for s in sims for n in s.stats.bodies.values() if n > 1]
     s = summary(out)
     assert s["status"] == "complete" and s["done"] == s["planned"] == 20 and s["errors"] == 0
-    calls = records(out, {"generation", "judgment"})
+    calls = stored_records(out, {"generation", "judgment"})
     assert len(calls) == 40 and all(c["status"] in ("ok", "truncated") for c in calls)
     assert answered == 40
     # Told, the client paces below the server. Not told, only the bursts before and just after the first
