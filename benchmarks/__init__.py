@@ -1,7 +1,7 @@
 """Benchmark data, prompts and scoring rules: pure functions over plain records."""
 
-from benchmarks.base import Benchmark, DataFile, Release, get, names
-from benchmarks.records import (
+from ifsweep.benchmarks.base import Benchmark, DataFile, Release, get, names
+from ifsweep.benchmarks.records import (
     Constraint,
     DataError,
     ImportedResult,

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.records import DataError
+from ifsweep.benchmarks.records import DataError
 
 __all__ = ["iter_json_lines", "read_json_array", "read_text", "typed_field"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +66,10 @@ class Benchmark(Protocol):
 
 
 _REGISTRY: dict[str, str] = {
-    "followbench": "benchmarks.followbench:FollowBench",
-    "infobench": "benchmarks.infobench:InfoBench",
-    "cfbench": "benchmarks.cfbench:CFBench",
-    "eifbench": "benchmarks.eifbench:EIFBench",
+    "followbench": "ifsweep.benchmarks.followbench:FollowBench",
+    "infobench": "ifsweep.benchmarks.infobench:InfoBench",
+    "cfbench": "ifsweep.benchmarks.cfbench:CFBench",
+    "eifbench": "ifsweep.benchmarks.eifbench:EIFBench",
 }
 
 

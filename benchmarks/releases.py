@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from benchmarks.base import DataFile, Release
+from ifsweep.benchmarks.base import DataFile, Release
 
 __all__ = ["CFBENCH", "EIFBENCH", "FOLLOWBENCH", "INFOBENCH", "RELEASES"]
 

@@ -1,17 +1,23 @@
 """Metrics and reports: pure Polars functions of verdict rows (imports nothing from the project)."""
 
-from metrics.analytics import analytics
-from metrics.cfbench import cfbench_metrics
-from metrics.compute import compute_metrics
-from metrics.coverage import coverage_metrics
-from metrics.eifbench import eifbench_metrics
-from metrics.followbench import followbench_metrics
-from metrics.infobench import infobench_metrics
-from metrics.paired import paired_differences
-from metrics.report_html import render_html
-from metrics.report_markdown import render_markdown
-from metrics.report_text import render_csv, render_json, render_table
-from metrics.schema import METRIC_COLUMNS, VERDICT_SCHEMA, VerdictError, read_verdicts, validate_verdicts
+from ifsweep.metrics.analytics import analytics
+from ifsweep.metrics.cfbench import cfbench_metrics
+from ifsweep.metrics.compute import compute_metrics
+from ifsweep.metrics.coverage import coverage_metrics
+from ifsweep.metrics.eifbench import eifbench_metrics
+from ifsweep.metrics.followbench import followbench_metrics
+from ifsweep.metrics.infobench import infobench_metrics
+from ifsweep.metrics.paired import paired_differences
+from ifsweep.metrics.report_html import render_html
+from ifsweep.metrics.report_markdown import render_markdown
+from ifsweep.metrics.report_text import render_csv, render_json, render_table
+from ifsweep.metrics.schema import (
+    METRIC_COLUMNS,
+    VERDICT_SCHEMA,
+    VerdictError,
+    read_verdicts,
+    validate_verdicts,
+)
 
 __all__ = [
     "METRIC_COLUMNS",

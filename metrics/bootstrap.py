@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from metrics.components import STAT_KEY
+from ifsweep.metrics.components import STAT_KEY
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import Components, Leaf, point_estimates, split_slice
-from metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.metrics.components import Components, Leaf, point_estimates, split_slice
+from ifsweep.metrics.instances import kept_expr, materialized, per_instance
 
 BENCHMARK = "cfbench"
 

@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 import polars as pl
 
-from metrics.bootstrap import bootstrap_intervals
-from metrics.cfbench import cfbench_components
-from metrics.components import STAT_KEY, Components, estimates
-from metrics.coverage import coverage_leaf
-from metrics.eifbench import eifbench_components
-from metrics.followbench import followbench_components
-from metrics.infobench import infobench_components
-from metrics.instances import materialized
-from metrics.schema import VerdictError, describe_problem, first_problem
+from ifsweep.metrics.bootstrap import bootstrap_intervals
+from ifsweep.metrics.cfbench import cfbench_components
+from ifsweep.metrics.components import STAT_KEY, Components, estimates
+from ifsweep.metrics.coverage import coverage_leaf
+from ifsweep.metrics.eifbench import eifbench_components
+from ifsweep.metrics.followbench import followbench_components
+from ifsweep.metrics.infobench import infobench_components
+from ifsweep.metrics.instances import materialized
+from ifsweep.metrics.schema import VerdictError, describe_problem, first_problem
 
 COMPONENTS: dict[str, Callable[[pl.DataFrame], Components]] = {
     "cfbench": cfbench_components,

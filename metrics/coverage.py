@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import Components, Leaf, point_estimates
-from metrics.instances import INSTANCE_KEY, kept_expr, materialized
+from ifsweep.metrics.components import Components, Leaf, point_estimates
+from ifsweep.metrics.instances import INSTANCE_KEY, kept_expr, materialized
 
 
 def coverage_leaf(seen: pl.LazyFrame) -> Leaf:

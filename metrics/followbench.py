@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from metrics.components import Components, Leaf, point_estimates
-from metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.metrics.components import Components, Leaf, point_estimates
+from ifsweep.metrics.instances import kept_expr, materialized, per_instance
 
 BENCHMARK = "followbench"
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from metrics.schema import METRIC_COLUMNS, VERDICT_SCHEMA, VerdictError
+from ifsweep.metrics.schema import METRIC_COLUMNS, VERDICT_SCHEMA, VerdictError
 
 INSTANCE_KEY: list[str] = ["benchmark", "model", "instance_id"]
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from metrics.bootstrap import (
+from ifsweep.metrics.bootstrap import (
     FloatArray,
     Structure,
     build_structure,
@@ -22,7 +22,7 @@ from metrics.bootstrap import (
     unit_index,
     weight_batches,
 )
-from metrics.compute import components_of
+from ifsweep.metrics.compute import components_of
 
 PAIRED_SCHEMA: dict[str, pl.DataType] = {
     "benchmark": pl.String(),

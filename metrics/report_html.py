@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from metrics.leaderboard import (
+from ifsweep.metrics.leaderboard import (
     DISPLAY,
     HEADLINE,
     PRIMARY,
@@ -17,7 +17,7 @@ from metrics.leaderboard import (
     fmt_value,
     leaderboard,
 )
-from metrics.svg import Point, bar_chart, esc, heatmap, line_chart, scatter
+from ifsweep.metrics.svg import Point, bar_chart, esc, heatmap, line_chart, scatter
 
 _CSS = """
 :root{--ink:#1b1e23;--muted:#5f6672;--line:#e3e6ea;--bg:#f6f7f9;--card:#fff;--accent:#4269d0}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from metrics.leaderboard import (
+from ifsweep.metrics.leaderboard import (
     DISPLAY,
     HEADLINE,
     PRIMARY,
@@ -22,7 +22,7 @@ from metrics.leaderboard import (
     fmt_value,
     leaderboard,
 )
-from metrics.report_html import cfbench_chart, followbench_chart, slice_heatmap
+from ifsweep.metrics.report_html import cfbench_chart, followbench_chart, slice_heatmap
 
 
 def _md(text: object) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from metrics.leaderboard import DISPLAY, HEADLINE, benchmarks_in, fmt_interval, fmt_value, leaderboard
+from ifsweep.metrics.leaderboard import DISPLAY, HEADLINE, benchmarks_in, fmt_interval, fmt_value, leaderboard
 
 _JSON_KEYS = ("benchmark", "model", "metric", "slice", "value", "n")
 

@@ -23,10 +23,10 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from providers.budget import Budget
-from providers.pool import ProviderPool
-from providers.pricing import estimate_tokens, import_litellm
-from providers.records import EndpointSpec, Price
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.pool import ProviderPool
+from ifsweep.providers.pricing import estimate_tokens, import_litellm
+from ifsweep.providers.records import EndpointSpec, Price
 
 MSGS = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -151,7 +151,9 @@ def real_prompts(per_file: int = 150) -> list[list[dict[str, str]]]:
 
 def start_simulator() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "providers.simulator", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-import metrics
-from metrics import VERDICT_SCHEMA
+from ifsweep import metrics
+from ifsweep.metrics import VERDICT_SCHEMA
 
 BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
 CONSTRAINTS = 10  # rows per instance

@@ -58,7 +58,7 @@ async def _client(base_url: str, n: int, concurrency: int, models: int) -> float
 
 
 def _in_process(args: argparse.Namespace) -> int:
-    from providers.simulator import Simulator
+    from ifsweep.providers.simulator import Simulator
 
     async def go() -> float:
         async with Simulator() as sim:
@@ -86,7 +86,9 @@ def main() -> int:
         return _in_process(args)
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "providers.simulator", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None

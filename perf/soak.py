@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.budget import Budget
-from providers.pool import ProviderPool
-from providers.records import Completion, EndpointSpec, Price
-from runner.pipeline import completion_record
-from runner.shards import RunStore, record_key
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.pool import ProviderPool
+from ifsweep.providers.records import Completion, EndpointSpec, Price
+from ifsweep.runner.pipeline import completion_record
+from ifsweep.runner.shards import RunStore, record_key
 
 # 2% spread over every non-429 fault, 5% 429s half with and half without Retry-After.
 MIXED = (
@@ -62,7 +62,7 @@ def fault_args(mixed_rate: float, rate_limit_rate: float) -> list[str]:
 
 class SimProcess:
     def __init__(self, extra: list[str]) -> None:
-        cmd = [sys.executable, "-m", "providers.simulator", "--seed", "17", "--hang-s", "60", *extra]
+        cmd = [sys.executable, "-m", "ifsweep.providers.simulator", "--seed", "17", "--hang-s", "60", *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -45,9 +45,9 @@ import aiohttp
 import anyio
 import orjson
 
-from providers.pricing import import_litellm
-from runner.config import load_config
-from runner.sweep import SweepResult, check_ready, load_work, run_sweep
+from ifsweep.providers.pricing import import_litellm
+from ifsweep.runner.config import load_config
+from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
 
 HERE = Path(__file__).resolve().parent
 FOLLOWBENCH = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
@@ -77,7 +77,7 @@ def _proc_cpu_s(pid: int) -> float:
 @contextmanager
 def simulator(*flags: str) -> Iterator[Sim]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "providers.simulator", "--port", "0", *flags],
+        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0", *flags],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -196,7 +196,7 @@ def sweep_subprocess(cfg_path: Path, *extra: str) -> tuple[int, float, float, in
     this (bigger) process, whose pages the child held between fork and exec."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "runner.cli", "run", str(cfg_path), "--progress", "off", *extra]
+    cmd = [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg_path), "--progress", "off", *extra]
     proc = subprocess.Popen(cmd)
     peak = 0
     while proc.poll() is None:
@@ -221,7 +221,7 @@ def _vm_hwm_kib(pid: int) -> int:
 
 def same_requests(models: int) -> list[bytes]:
     """The bodies the sweep sends: every model x every example instance, its params, in model order."""
-    import benchmarks
+    from ifsweep import benchmarks
 
     bench = benchmarks.get("followbench")
     instances = list(bench.load(FOLLOWBENCH, {"categories": ["example"]}))
@@ -400,7 +400,7 @@ def _server_tokens(bodies: Sequence[bytes]) -> float:
 def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
     rpm, burst = 1200, 2.0
     data = synthetic_data(root, copies)
-    import benchmarks
+    from ifsweep import benchmarks
 
     instances = list(benchmarks.get("followbench").load(data, {"categories": ["example"]}))
     per_call = _server_tokens(
@@ -444,7 +444,7 @@ def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
 
 
 def _generation_records(run_dir: Path) -> list[dict[str, Any]]:
-    from runner.shards import RunStore
+    from ifsweep.runner.shards import RunStore
 
     store = RunStore.open(run_dir, writer_id="perf_reader")
     try:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from providers.budget import Budget, Reservation
-from providers.limits import ProviderEvent
-from providers.pool import Endpoint, EndpointStats, ProviderPool, resolve_route
-from providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
-from providers.records import (
+from ifsweep.providers.budget import Budget, Reservation
+from ifsweep.providers.limits import ProviderEvent
+from ifsweep.providers.pool import Endpoint, EndpointStats, ProviderPool, resolve_route
+from ifsweep.providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
+from ifsweep.providers.records import (
     BudgetExhausted,
     CallStatus,
     Completion,
@@ -19,12 +19,12 @@ from providers.records import (
     Price,
     UnknownPrice,
 )
-from providers.retry import RetryDecision, RetryPolicy, classify
-from providers.scrub import scrub
+from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.scrub import scrub
 
 if TYPE_CHECKING:
-    from providers.sim_config import FaultRates, SimConfig
-    from providers.simulator import SimStats, Simulator, SimulatorThread, serve_main
+    from ifsweep.providers.sim_config import FaultRates, SimConfig
+    from ifsweep.providers.simulator import SimStats, Simulator, SimulatorThread, serve_main
 
 _SIMULATOR = {"Simulator", "SimulatorThread", "SimStats", "serve_main", "SimConfig", "FaultRates"}
 
@@ -63,7 +63,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The simulator loads lazily: `python -m providers.simulator` must not find it imported already.
     if name in _SIMULATOR:
-        from providers import simulator
+        from ifsweep.providers import simulator
 
         return getattr(simulator, name)
     raise AttributeError(f"module 'providers' has no attribute {name!r}")

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from providers.records import BudgetExhausted
+from ifsweep.providers.records import BudgetExhausted
 
 SWEEP_SCOPE = "sweep"
 # Float sums drift; without slack a reservation that exactly fills a cap could be refused.

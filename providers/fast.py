@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from providers.retry import HttpStatusError, MalformedResponse
+from ifsweep.providers.retry import HttpStatusError, MalformedResponse
 
 # LiteLLM provider names whose endpoints speak OpenAI chat completions.
 FAST_PROVIDERS = frozenset(

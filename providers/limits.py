@@ -17,7 +17,7 @@ from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from providers.retry import header, parse_duration
+from ifsweep.providers.retry import header, parse_duration
 
 EventKind = Literal["backoff", "rate_limited", "limit_learned", "error"]
 

@@ -12,11 +12,11 @@ from typing import Literal
 
 import aiohttp
 
-from providers.budget import Budget
-from providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
-from providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
-from providers.pricing import estimate_tokens, import_litellm, resolve_price
-from providers.records import (
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
+from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
+from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
+from ifsweep.providers.records import (
     CallStatus,
     Completion,
     EndpointSpec,
@@ -24,9 +24,9 @@ from providers.records import (
     Price,
     UnknownPrice,
 )
-from providers.retry import RetryDecision, RetryPolicy, classify
-from providers.scrub import redact_values, scrub, secret_values
-from providers.via_litellm import LiteLLMSender
+from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.scrub import redact_values, scrub, secret_values
+from ifsweep.providers.via_litellm import LiteLLMSender
 
 Path = Literal["fast", "litellm"]
 # Calls allowed in flight per endpoint key when the config gives no max_concurrency.

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from providers.records import EndpointSpec, Price, UnknownPrice
+from ifsweep.providers.records import EndpointSpec, Price, UnknownPrice
 
 _litellm: ModuleType | None = None
 

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from providers.records import ErrorKind
+from ifsweep.providers.records import ErrorKind
 
 
 @dataclass(frozen=True, slots=True)

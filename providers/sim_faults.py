@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from providers.sim_config import FaultRates
-from providers.sim_text import REFUSAL_TEXT, count_tokens, cut_to_tokens
+from ifsweep.providers.sim_config import FaultRates
+from ifsweep.providers.sim_text import REFUSAL_TEXT, count_tokens, cut_to_tokens
 
 
 class FaultPicker:

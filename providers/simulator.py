@@ -25,11 +25,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
-from providers.sim_faults import FaultPicker, apply_content_fault, error_body
-from providers.sim_limits import RateLimits, retry_after_headers
-from providers.sim_stats import SimStats
-from providers.sim_text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
+from ifsweep.providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.providers.sim_faults import FaultPicker, apply_content_fault, error_body
+from ifsweep.providers.sim_limits import RateLimits, retry_after_headers
+from ifsweep.providers.sim_stats import SimStats
+from ifsweep.providers.sim_text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 

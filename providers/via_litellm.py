@@ -11,9 +11,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from providers.fast import Reply
-from providers.pricing import import_litellm
-from providers.retry import MalformedResponse
+from ifsweep.providers.fast import Reply
+from ifsweep.providers.pricing import import_litellm
+from ifsweep.providers.retry import MalformedResponse
 
 
 class LiteLLMSender:

@@ -1,9 +1,16 @@
 """Composes benchmarks, providers and metrics into a sweep: config, scheduler, shards, resume, CLI."""
 
-from runner.config import BenchmarkConfig, ConfigError, RunConfig, SweepConfig, load_config, parse_config
-from runner.errors import UsageError
-from runner.shards import DiskFullError, RunStore, record_key
-from runner.sweep import SweepResult, check_ready, load_work, run_sweep
+from ifsweep.runner.config import (
+    BenchmarkConfig,
+    ConfigError,
+    RunConfig,
+    SweepConfig,
+    load_config,
+    parse_config,
+)
+from ifsweep.runner.errors import UsageError
+from ifsweep.runner.shards import DiskFullError, RunStore, record_key
+from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
 
 __all__ = [
     "BenchmarkConfig",

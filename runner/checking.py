@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import benchmarks
-from benchmarks import Instance
-from runner.datasets import ensure_release
-from runner.errors import UsageError
+from ifsweep import benchmarks
+from ifsweep.benchmarks import Instance
+from ifsweep.runner.datasets import ensure_release
+from ifsweep.runner.errors import UsageError
 
 __all__ = ["Counts", "check_benchmark", "count_instances", "parse_options", "render_counts"]
 

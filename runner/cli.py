@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.errors import UsageError
+from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
-    from runner.config import SweepConfig
-    from runner.scheduler import Work
+    from ifsweep.runner.config import SweepConfig
+    from ifsweep.runner.scheduler import Work
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -51,8 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _is_user_error(e: Exception) -> bool:
-    from benchmarks import DataError
-    from runner.config import ConfigError
+    from ifsweep.benchmarks import DataError
+    from ifsweep.runner.config import ConfigError
 
     names = {cls.__name__ for cls in type(e).__mro__}
     # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
@@ -144,8 +144,8 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args: argparse.Namespace) -> int:
     import anyio
 
-    from runner.config import check_output_dir, load_config
-    from runner.sweep import check_ready, run_sweep
+    from ifsweep.runner.config import check_output_dir, load_config
+    from ifsweep.runner.sweep import check_ready, run_sweep
 
     partition = _partition(args.partition)
     cfg = load_config(args.config)
@@ -167,7 +167,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _load_work(cfg: SweepConfig) -> Work:
     """The benchmarks' instances; a data file the OS will not read is the user's to fix (exit 2)."""
-    from runner.sweep import load_work
+    from ifsweep.runner.sweep import load_work
 
     try:
         return load_work(cfg)
@@ -179,7 +179,7 @@ def _load_work(cfg: SweepConfig) -> Work:
 def _partition(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
-    from runner.partition import parse_partition
+    from ifsweep.runner.partition import parse_partition
 
     try:
         return parse_partition(text)
@@ -188,7 +188,7 @@ def _partition(text: str | None) -> tuple[int, int] | None:
 
 
 def _print_result(result: object, run_dir: Path) -> None:
-    from runner.sweep import SweepResult
+    from ifsweep.runner.sweep import SweepResult
 
     assert isinstance(result, SweepResult)
     line = (
@@ -203,8 +203,8 @@ def _print_result(result: object, run_dir: Path) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from runner.config import load_config
-    from runner.planning import estimate, render_estimate
+    from ifsweep.runner.config import load_config
+    from ifsweep.runner.planning import estimate, render_estimate
 
     cfg = load_config(args.config, check_env=False)
     print(render_estimate(estimate(cfg, _load_work(cfg))))
@@ -212,7 +212,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from runner.reporting import report
+    from ifsweep.runner.reporting import report
 
     text = report(args.run_dir, fmt=args.format, ci=args.ci, out=args.out)
     if args.out is None:
@@ -221,22 +221,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_metrics(args: argparse.Namespace) -> int:
-    from runner.reporting import metrics_of_files
+    from ifsweep.runner.reporting import metrics_of_files
 
     print(metrics_of_files(args.rows, fmt=args.format, ci=args.ci))
     return EXIT_OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from runner.reporting import render_status
+    from ifsweep.runner.reporting import render_status
 
     print(render_status(args.run_dir))
     return EXIT_OK
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from runner.compact import compact
-    from runner.reporting import require_run_dir
+    from ifsweep.runner.compact import compact
+    from ifsweep.runner.reporting import require_run_dir
 
     require_run_dir(args.run_dir)
     result = compact(args.run_dir)
@@ -245,19 +245,19 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from runner.demo import run_demo
+    from ifsweep.runner.demo import run_demo
 
     return run_demo(args.out)
 
 
 def _cmd_serve_mock(args: argparse.Namespace) -> int:
-    from providers.simulator import serve_main
+    from ifsweep.providers.simulator import serve_main
 
     return serve_main(list(args.rest))
 
 
 def _cmd_bench_list(args: argparse.Namespace) -> int:
-    import benchmarks
+    from ifsweep import benchmarks
 
     for name in benchmarks.names():
         bench = benchmarks.get(name)
@@ -267,15 +267,15 @@ def _cmd_bench_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_check(args: argparse.Namespace) -> int:
-    from runner.checking import check_benchmark, parse_options
+    from ifsweep.runner.checking import check_benchmark, parse_options
 
     print(check_benchmark(args.name, args.data, parse_options(args.option)))
     return EXIT_OK
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from runner.checking import parse_options
-    from runner.importing import import_reference
+    from ifsweep.runner.checking import parse_options
+    from ifsweep.runner.importing import import_reference
 
     options = parse_options(args.option)
     summary = import_reference(

@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 import polars as pl
 
-from metrics import VERDICT_SCHEMA
-from runner.shards import DamageReport, scan_shards, shard_files
+from ifsweep.metrics import VERDICT_SCHEMA
+from ifsweep.runner.shards import DamageReport, scan_shards, shard_files
 
 __all__ = [
     "CALL_COLUMNS",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from providers.records import EndpointSpec, Price
+from ifsweep.providers.records import EndpointSpec, Price
 
 ScoringMode = Literal["paper", "reference"]
 ProgressMode = Literal["auto", "rich", "plain", "off"]
@@ -181,7 +181,7 @@ def _run(path: Path, base: Path, t: Mapping[str, Any]) -> RunConfig:
 
 
 def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> BenchmarkConfig:
-    import benchmarks  # the registry is cheap: modules load on first get()
+    from ifsweep import benchmarks  # the registry is cheap: modules load on first get()
 
     where = f"benchmarks[{i}]"
     t = _table(path, where, t)

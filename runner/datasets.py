@@ -17,8 +17,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.base import DataFile, Release
-from benchmarks.records import DataError
+from ifsweep.benchmarks.base import DataFile, Release
+from ifsweep.benchmarks.records import DataError
 
 __all__ = ["DownloadError", "cache_root", "ensure_release", "file_digests", "git_blob_sha1"]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-import benchmarks
+from ifsweep import benchmarks
 
 DEMO_MODELS = ("sim-alpha", "sim-beta", "sim-gamma")
 DEMO_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60}
@@ -45,11 +45,11 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
 
 
 async def _demo(out: Path) -> int:
-    import metrics
-    from providers.simulator import SimConfig, Simulator
-    from runner.compact import load_verdict_rows
-    from runner.config import parse_config
-    from runner.sweep import check_ready, load_work, run_sweep
+    from ifsweep import metrics
+    from ifsweep.providers.simulator import SimConfig, Simulator
+    from ifsweep.runner.compact import load_verdict_rows
+    from ifsweep.runner.config import parse_config
+    from ifsweep.runner.sweep import check_ready, load_work, run_sweep
 
     async with Simulator(SimConfig(latency_ms=15, jitter_ms=10, seed=7)) as sim:
         cfg = parse_config(demo_config(out, sim.base_url), out / "demo.toml", check_env=False)

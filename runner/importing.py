@@ -15,13 +15,13 @@ from typing import Any
 import anyio
 import orjson
 
-import benchmarks
-from benchmarks import DataError, ImportedResult, Message
-from providers.records import Completion, EndpointSpec
-from runner.config import BenchmarkConfig, ScoringMode
-from runner.errors import UsageError
-from runner.pipeline import BenchJob, Counters, Pipeline
-from runner.shards import RunStore
+from ifsweep import benchmarks
+from ifsweep.benchmarks import DataError, ImportedResult, Message
+from ifsweep.providers.records import Completion, EndpointSpec
+from ifsweep.runner.config import BenchmarkConfig, ScoringMode
+from ifsweep.runner.errors import UsageError
+from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.shards import RunStore
 
 
 def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:

@@ -15,10 +15,10 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-from benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
-from providers.records import BudgetExhausted, Completion, EndpointSpec
-from runner.config import BenchmarkConfig
-from runner.shards import RunStore, record_key
+from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
+from ifsweep.runner.config import BenchmarkConfig
+from ifsweep.runner.shards import RunStore, record_key
 
 Outcome = Literal["done", "cached", "error", "skipped"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from providers.pricing import estimate_tokens
-from providers.records import EndpointSpec, Price
-from runner.config import SweepConfig
-from runner.scheduler import Work
+from ifsweep.providers.pricing import estimate_tokens
+from ifsweep.providers.records import EndpointSpec, Price
+from ifsweep.runner.config import SweepConfig
+from ifsweep.runner.scheduler import Work
 
 DEFAULT_MAX_TOKENS = 1024
 JUDGE_REPLY_LOW = 32  # a bare verdict list or YES/NO with a line of reasoning
@@ -39,7 +39,7 @@ def _max_tokens(spec: EndpointSpec) -> int:
 def _price(spec: EndpointSpec) -> Price | None:
     if spec.price is not None:
         return spec.price
-    from providers.pricing import resolve_price
+    from ifsweep.providers.pricing import resolve_price
 
     return resolve_price(spec)
 

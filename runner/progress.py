@@ -11,9 +11,9 @@ from typing import TextIO
 
 import anyio
 
-from providers import ProviderEvent
-from runner.pipeline import Counters
-from runner.scheduler import eta_s
+from ifsweep.providers import ProviderEvent
+from ifsweep.runner.pipeline import Counters
+from ifsweep.runner.scheduler import eta_s
 
 PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.errors import UsageError
+from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -17,8 +17,8 @@ def require_run_dir(run_dir: Path) -> None:
 
 
 def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None) -> str:
-    import metrics
-    from runner.compact import load_call_records, load_verdict_rows
+    from ifsweep import metrics
+    from ifsweep.runner.compact import load_call_records, load_verdict_rows
 
     require_run_dir(run_dir)
     rows = load_verdict_rows(run_dir)
@@ -47,8 +47,8 @@ def _paired_primary(rows: pl.DataFrame) -> pl.DataFrame:
     """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
     import polars as pl
 
-    import metrics
-    from metrics.leaderboard import PRIMARY
+    from ifsweep import metrics
+    from ifsweep.metrics.leaderboard import PRIMARY
 
     parts = [
         metrics.paired_differences(rows, bench, PRIMARY[bench])
@@ -59,7 +59,7 @@ def _paired_primary(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
-    import metrics
+    from ifsweep import metrics
 
     for p in paths:
         if not p.exists():
@@ -75,7 +75,7 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
 
 
 def render_status(run_dir: Path) -> str:
-    from runner.status import status_table
+    from ifsweep.runner.status import status_table
 
     require_run_dir(run_dir)
     rows = status_table(run_dir)

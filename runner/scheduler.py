@@ -22,10 +22,10 @@ from typing import Literal
 
 import anyio
 
-from benchmarks import Instance
-from providers.records import BudgetExhausted, EndpointSpec
-from runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
-from runner.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
+from ifsweep.benchmarks import Instance
+from ifsweep.providers.records import BudgetExhausted, EndpointSpec
+from ifsweep.runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
+from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
 
 SweepStatus = Literal["complete", "budget_exhausted", "interrupted", "failed"]
 EXIT_CODES: dict[SweepStatus, int] = {"complete": 0, "failed": 1, "budget_exhausted": 3, "interrupted": 130}

@@ -36,7 +36,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from runner.keyindex import KeyIndex, normalized
+from ifsweep.runner.keyindex import KeyIndex, normalized
 
 __all__ = [
     "SHARDS_DIR",

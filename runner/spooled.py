@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
-from benchmarks import Instance
+from ifsweep.benchmarks import Instance
 
 __all__ = ["SpooledInstances"]
 

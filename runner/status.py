@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from runner.shards import DamageReport, scan_shards
+from ifsweep.runner.shards import DamageReport, scan_shards
 
 __all__ = ["SUMMARY_NAME", "status_table", "summary_name"]
 

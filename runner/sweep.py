@@ -20,14 +20,21 @@ from typing import Any
 import anyio
 import orjson
 
-import benchmarks
-from providers.records import EndpointSpec
-from runner.config import ConfigError, SweepConfig
-from runner.manifest import BenchmarkEntry, Manifest, ModelEntry, compare, read_manifest, write_manifest
-from runner.memory import return_free_memory, steady_allocator
-from runner.pipeline import BenchJob, Counters, Pipeline
-from runner.progress import ProgressState, run_progress
-from runner.scheduler import (
+from ifsweep import benchmarks
+from ifsweep.providers.records import EndpointSpec
+from ifsweep.runner.config import ConfigError, SweepConfig
+from ifsweep.runner.manifest import (
+    BenchmarkEntry,
+    Manifest,
+    ModelEntry,
+    compare,
+    read_manifest,
+    write_manifest,
+)
+from ifsweep.runner.memory import return_free_memory, steady_allocator
+from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.progress import ProgressState, run_progress
+from ifsweep.runner.scheduler import (
     EXIT_CODES,
     Elastic,
     Keep,
@@ -37,9 +44,9 @@ from runner.scheduler import (
     count_planned,
     run_models,
 )
-from runner.shards import DiskFullError
-from runner.spooled import SpooledInstances
-from runner.status import summary_name
+from ifsweep.runner.shards import DiskFullError
+from ifsweep.runner.spooled import SpooledInstances
+from ifsweep.runner.status import summary_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +84,7 @@ def load_work(cfg: SweepConfig) -> Work:
 
 
 def _download(name: str, release: benchmarks.Release) -> Path:
-    from runner.datasets import ensure_release
+    from ifsweep.runner.datasets import ensure_release
 
     return ensure_release(name, release)
 
@@ -96,7 +103,7 @@ def check_ready(cfg: SweepConfig, work: Work) -> None:
         raise ConfigError(
             cfg.path, "judge", "missing: the selected benchmarks need a judge model ([judge] table)"
         )
-    from providers.pricing import check_prices
+    from ifsweep.providers.pricing import check_prices
 
     specs: list[EndpointSpec] = list(cfg.models) + ([cfg.judge] if cfg.judge is not None else [])
     check_prices(specs, sweep_cap=cfg.run.max_usd is not None)
@@ -110,10 +117,10 @@ async def run_sweep(
     progress: str | None = None,
     retry_errors: bool | None = None,
 ) -> SweepResult:
-    from providers.budget import Budget
-    from providers.pool import ProviderPool
-    from runner.partition import in_partition
-    from runner.shards import RunStore
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.runner.partition import in_partition
+    from ifsweep.runner.shards import RunStore
 
     steady_allocator()
     run_dir = cfg.run.output_dir
@@ -213,7 +220,7 @@ class IncompatibleRun(ValueError):
 
 
 def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
-    from runner.shards import record_key
+    from ifsweep.runner.shards import record_key
 
     def entry(spec: EndpointSpec) -> ModelEntry:
         return ModelEntry(model=spec.model, params=dict(spec.params))

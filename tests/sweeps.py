@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import benchmarks
-from runner.shards import RunStore
+from ifsweep import benchmarks
+from ifsweep.runner.shards import RunStore
 
 
 def toml_config(

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sweeps import toml_config
 
-import benchmarks
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
+from ifsweep import benchmarks
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
 
 DATA_CASES = {"not_json_at_record", "schema_broken", "schema_broken_cfbench"}
 UNSET = "IFSWEEP_BAD_INPUT_SURELY_UNSET"
@@ -177,7 +177,10 @@ def test_a_real_process_prints_no_traceback(world: tuple[Path, str]) -> None:
     cfg.write_text(text, encoding="utf-8")
     before = snapshot(root / "run")
     proc = subprocess.run(
-        [sys.executable, "-m", "runner.cli", "run", str(cfg)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import benchmarks
-from runner.checking import count_instances, parse_options
-from runner.cli import main
-from runner.errors import UsageError
+from ifsweep import benchmarks
+from ifsweep.runner.checking import count_instances, parse_options
+from ifsweep.runner.cli import main
+from ifsweep.runner.errors import UsageError
 
 
 def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

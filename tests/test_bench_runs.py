@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from sweeps import stored_records
 
-import benchmarks
-from benchmarks import Instance, ScoringMode
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
+from ifsweep import benchmarks
+from ifsweep.benchmarks import Instance, ScoringMode
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
 
 MODELS = ("alpha", "beta")
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from providers.budget import Budget
-from providers.records import BudgetExhausted
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.records import BudgetExhausted
 
 
 def test_reserve_settle_and_refuse() -> None:

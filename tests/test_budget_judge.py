@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sweeps import toml_config
 
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 

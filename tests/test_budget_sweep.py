@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sweeps import stored_records
 
-import benchmarks
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
+from ifsweep import benchmarks
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 

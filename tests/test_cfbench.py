@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import benchmarks
-import benchmarks.cfbench as cfbench
-from benchmarks.cfbench import (
+import ifsweep.benchmarks.cfbench as cfbench
+from ifsweep import benchmarks
+from ifsweep.benchmarks.cfbench import (
     CFBench,
     paper_values,
     reference_file_scores,
@@ -21,8 +21,8 @@ from benchmarks.cfbench import (
     reference_values,
     render_judge_prompt,
 )
-from benchmarks.records import Constraint, DataError, Instance, Message
-from benchmarks.releases import CFBENCH
+from ifsweep.benchmarks.records import Constraint, DataError, Instance, Message
+from ifsweep.benchmarks.releases import CFBENCH
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "CFBench"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared benchmark data not present")

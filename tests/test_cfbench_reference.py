@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.cfbench import (
+from ifsweep.benchmarks.cfbench import (
     SCORE_COLUMNS,
     CFBench,
     paper_values,
@@ -19,7 +19,7 @@ from benchmarks.cfbench import (
     reference_parse,
     reference_values,
 )
-from benchmarks.records import DataError, ImportedResult
+from ifsweep.benchmarks.records import DataError, ImportedResult
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "CFBench"
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason="shared benchmark data not present")

@@ -12,10 +12,16 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from runner.compact import CALL_COLUMNS, VERDICT_COLUMNS, compact, load_call_records, load_verdict_rows
-from runner.partition import Partition, in_partition, parse_partition
-from runner.shards import RunStore, record_key
-from runner.status import status_table
+from ifsweep.runner.compact import (
+    CALL_COLUMNS,
+    VERDICT_COLUMNS,
+    compact,
+    load_call_records,
+    load_verdict_rows,
+)
+from ifsweep.runner.partition import Partition, in_partition, parse_partition
+from ifsweep.runner.shards import RunStore, record_key
+from ifsweep.runner.status import status_table
 
 
 def call(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import ConfigError, load_config
+from ifsweep.runner.config import ConfigError, load_config
 
 GOOD = """
 [run]
@@ -97,7 +97,10 @@ def test_malformed_toml_and_missing_file(tmp_path: Path) -> None:
 def test_cli_exits_2_and_touches_no_run_dir(tmp_path: Path) -> None:
     bad = write(tmp_path, GOOD.replace("concurrency = 16", "concurrency = 0"))
     proc = subprocess.run(
-        [sys.executable, "-m", "runner.cli", "run", str(bad)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
     assert "run.concurrency" in proc.stderr and "Traceback" not in proc.stderr

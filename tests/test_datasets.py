@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from benchmarks.base import DataFile, Release
-from benchmarks.cfbench import CFBench
-from benchmarks.records import DataError
-from benchmarks.releases import CFBENCH, EIFBENCH, FOLLOWBENCH, INFOBENCH, RELEASES
-from runner.datasets import DownloadError, cache_root, ensure_release, file_digests, git_blob_sha1
+from ifsweep.benchmarks.base import DataFile, Release
+from ifsweep.benchmarks.cfbench import CFBench
+from ifsweep.benchmarks.records import DataError
+from ifsweep.benchmarks.releases import CFBENCH, EIFBENCH, FOLLOWBENCH, INFOBENCH, RELEASES
+from ifsweep.runner.datasets import DownloadError, cache_root, ensure_release, file_digests, git_blob_sha1
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared benchmark data not present")

@@ -12,9 +12,9 @@ from typing import ClassVar
 import pytest
 from sweeps import toml_config
 
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
-from runner.shards import RunStore
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
+from ifsweep.runner.shards import RunStore
 
 
 @pytest.fixture

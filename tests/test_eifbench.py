@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import benchmarks
-import benchmarks.eifbench as eif
-from benchmarks import DataError, Instance, Message
-from benchmarks.eifbench import EIFBench
+import ifsweep.benchmarks.eifbench as eif
+from ifsweep import benchmarks
+from ifsweep.benchmarks import DataError, Instance, Message
+from ifsweep.benchmarks.eifbench import EIFBench
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 EIF_ROOT = SHARED / "EIFBench"
@@ -64,7 +64,7 @@ def test_registry_finds_the_class_and_the_facade_is_pinned() -> None:
 
 
 def test_release_is_the_pinned_one() -> None:
-    from benchmarks import releases
+    from ifsweep.benchmarks import releases
 
     assert BENCH.release is releases.EIFBENCH
     assert BENCH.release.files and all(f.sha256 or f.git_blob for f in BENCH.release.files)
@@ -154,7 +154,7 @@ def test_shipped_prompts_are_the_shared_extracts() -> None:
 
 
 def test_templates_hold_only_their_fields() -> None:
-    from benchmarks.eifbench._prompts import template_fields
+    from ifsweep.benchmarks.eifbench._prompts import template_fields
 
     assert template_fields(eif.ANSWER_PROMPT) == ("input_text",)
     assert template_fields(eif.SCORE_PROMPT) == ("input", "output", "sub_instruction", "question")

@@ -97,7 +97,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("package", sorted(EXPECTED))
 def test_exported_names(package: str) -> None:
-    module = importlib.import_module(package)
+    module = importlib.import_module(f"ifsweep.{package}")
     assert set(module.__all__) == EXPECTED[package]
     for name in module.__all__:
         assert getattr(module, name) is not None
@@ -106,8 +106,8 @@ def test_exported_names(package: str) -> None:
 def test_importing_the_packages_stays_light() -> None:
     """No LiteLLM (2-3 s, a network fetch by default) and no simulator just for importing."""
     code = (
-        "import sys, benchmarks, providers, runner, metrics\n"
-        "print(sorted(m for m in ('litellm', 'providers.simulator') if m in sys.modules))"
+        "import sys\nfrom ifsweep import benchmarks, providers, runner, metrics\n"
+        "print(sorted(m for m in ('litellm', 'ifsweep.providers.simulator') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"

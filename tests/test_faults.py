@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from providers.budget import Budget
-from providers.limits import AdaptiveConcurrency
-from providers.pool import ProviderPool
-from providers.records import Completion, EndpointSpec, Price
-from providers.retry import RetryDecision, RetryPolicy, classify
-from providers.sim_config import FAULT_NAMES
-from providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.limits import AdaptiveConcurrency
+from ifsweep.providers.pool import ProviderPool
+from ifsweep.providers.records import Completion, EndpointSpec, Price
+from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.sim_config import FAULT_NAMES
+from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]
 PRICE = Price(input_per_mtok=1.0, output_per_mtok=2.0)

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from sweeps import stored_records, toml_config
 
-from providers.records import ErrorKind
-from providers.sim_config import FAULT_NAMES
-from providers.simulator import FaultRates, SimConfig, SimulatorThread
+from ifsweep.providers.records import ErrorKind
+from ifsweep.providers.sim_config import FAULT_NAMES
+from ifsweep.providers.simulator import FaultRates, SimConfig, SimulatorThread
 
 SECRET = "sk-ifsweep-FAULTSWEEP-7f3a9c1e5b"
 KEY_ENV = "IFSWEEP_FAULT_TEST_KEY"
@@ -33,7 +33,7 @@ FAULTS = FaultRates(**dict.fromkeys(FAULT_NAMES, 0.04))
 def run_ifsweep(cfg: Path) -> subprocess.CompletedProcess[str]:
     env = {**_env(), KEY_ENV: SECRET}
     return subprocess.run(
-        [sys.executable, "-m", "runner.cli", "run", str(cfg)],
+        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -142,7 +142,7 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         assert f'"errors": {sum(v["status"] == "error" for v in verdicts)}' in summary
 
         report = subprocess.run(
-            [sys.executable, "-m", "runner.cli", "report", str(out), "--format", "md"],
+            [sys.executable, "-m", "ifsweep.runner.cli", "report", str(out), "--format", "md"],
             capture_output=True,
             text=True,
             timeout=120,

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.followbench import CHINESE, ENGLISH, FollowBench, decide_paper, decide_reference, judge_prompt
-from benchmarks.records import Constraint, Instance, JudgeTask, JudgeTurn, Message, ScoringMode
+from ifsweep.benchmarks.followbench import (
+    CHINESE,
+    ENGLISH,
+    FollowBench,
+    decide_paper,
+    decide_reference,
+    judge_prompt,
+)
+from ifsweep.benchmarks.records import Constraint, Instance, JudgeTask, JudgeTurn, Message, ScoringMode
 
 BENCH = FollowBench()
 PATH = (

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-import benchmarks.followbench as followbench
-from benchmarks import Benchmark, DataError, get
-from benchmarks.followbench import FollowBench
-from benchmarks.releases import FOLLOWBENCH
+import ifsweep.benchmarks.followbench as followbench
+from ifsweep.benchmarks import Benchmark, DataError, get
+from ifsweep.benchmarks.followbench import FollowBench
+from ifsweep.benchmarks.releases import FOLLOWBENCH
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "FollowBench"
 needs_real = pytest.mark.skipif(not (REAL / "data").is_dir(), reason="shared FollowBench data absent")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.followbench import FollowBench, matches_template, route
-from benchmarks.followbench._rules import SOURCE_RULES_EN, format_rule_en
-from benchmarks.followbench._rules_zh import SOURCE_RULES_ZH, format_rule_zh
-from benchmarks.records import Constraint, Instance, Message, ScoringMode
+from ifsweep.benchmarks.followbench import FollowBench, matches_template, route
+from ifsweep.benchmarks.followbench._rules import SOURCE_RULES_EN, format_rule_en
+from ifsweep.benchmarks.followbench._rules_zh import SOURCE_RULES_ZH, format_rule_zh
+from ifsweep.benchmarks.records import Constraint, Instance, Message, ScoringMode
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "FollowBench"
 BENCH = FollowBench()

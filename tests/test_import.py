@@ -13,12 +13,17 @@ from typing import Any
 
 import pytest
 
-import benchmarks
-from benchmarks import Instance
-from benchmarks.cfbench import SCORE_COLUMNS, ReferenceParse, reference_file_scores, reference_metric_of
-from benchmarks.followbench import judge_prompt
-from runner.cli import main
-from runner.shards import RunStore
+from ifsweep import benchmarks
+from ifsweep.benchmarks import Instance
+from ifsweep.benchmarks.cfbench import (
+    SCORE_COLUMNS,
+    ReferenceParse,
+    reference_file_scores,
+    reference_metric_of,
+)
+from ifsweep.benchmarks.followbench import judge_prompt
+from ifsweep.runner.cli import main
+from ifsweep.runner.shards import RunStore
 
 # (model, idx) -> per-item values of paper mode, where they differ from reference mode (all True there);
 # the table of docs/benchmarks/cfbench.md.

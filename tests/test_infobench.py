@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import benchmarks
-import benchmarks.infobench as ib
-from benchmarks import DataError, Instance, Message
-from benchmarks.infobench import InfoBench
+import ifsweep.benchmarks.infobench as ib
+from ifsweep import benchmarks
+from ifsweep.benchmarks import DataError, Instance, Message
+from ifsweep.benchmarks.infobench import InfoBench
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 BENCH = InfoBench()
@@ -71,7 +71,7 @@ def test_registry_finds_the_class_and_the_facade_is_pinned() -> None:
 
 
 def test_release_is_the_pinned_one() -> None:
-    from benchmarks import releases
+    from ifsweep.benchmarks import releases
 
     assert BENCH.release is releases.INFOBENCH
     assert BENCH.release.files and all(f.sha256 or f.git_blob for f in BENCH.release.files)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.keyindex import KeyIndex, Location, normalized
+from ifsweep.runner.keyindex import KeyIndex, Location, normalized
 
 Op = tuple[bytes, int, int, int, bool]  # key, file number, offset, length, is_error
 

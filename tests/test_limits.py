@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from providers.limits import (
+from ifsweep.providers.limits import (
     AdaptiveConcurrency,
     EndpointLimiter,
     ProviderEvent,

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from runner.manifest import (
+from ifsweep.runner.manifest import (
     BenchmarkEntry,
     Manifest,
     ManifestError,

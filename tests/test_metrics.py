@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import metrics
-from metrics import VERDICT_SCHEMA, compute_metrics
+from ifsweep import metrics
+from ifsweep.metrics import VERDICT_SCHEMA, compute_metrics
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_metrics import Row, as_dict, frame, row, verdict_rows
 
-from metrics import compute_metrics, paired_differences
-from metrics.bootstrap import build_structure, evaluate, unit_index
-from metrics.compute import components_of
+from ifsweep.metrics import compute_metrics, paired_differences
+from ifsweep.metrics.bootstrap import build_structure, evaluate, unit_index
+from ifsweep.metrics.compute import components_of
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

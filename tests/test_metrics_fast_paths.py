@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from test_metrics import Row, as_dict, frame, row
 
-import metrics
-from metrics import VERDICT_SCHEMA, compute_metrics
-from metrics.compute import components_of
-from metrics.instances import KEY_DTYPE
+from ifsweep import metrics
+from ifsweep.metrics import VERDICT_SCHEMA, compute_metrics
+from ifsweep.metrics.compute import components_of
+from ifsweep.metrics.instances import KEY_DTYPE
 
 
 def fractional_rows(instances: int, seed: int = 0) -> list[Row]:

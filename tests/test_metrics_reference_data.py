@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from test_metrics import frame, row
 
-from metrics import compute_metrics
+from ifsweep.metrics import compute_metrics
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "CFBench" / "output" / "judge"
 PRIORITY = {"主需": "primary", "次需": "secondary"}

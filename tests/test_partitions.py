@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_resume_crash import SEED, resends, sweep_toml, verdicts
 
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
-from runner.shards import shard_files
-from runner.status import status_table, summary_name
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
+from ifsweep.runner.shards import shard_files
+from ifsweep.runner.status import status_table, summary_name
 
 BENCH = ("followbench", "cfbench", "infobench")
 
@@ -41,7 +41,7 @@ def test_four_partition_processes_equal_one_run(tmp_path: Path, capsys: pytest.C
 
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "runner.cli", "run", str(cfg), "--partition", f"{i}/4"],
+                [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), "--partition", f"{i}/4"],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )

@@ -16,13 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_providers_support import ScriptedServer, Step, ok_body
 
-from providers.budget import Budget
-from providers.limits import ProviderEvent
-from providers.pool import ProviderPool
-from providers.records import BudgetExhausted, Completion, EndpointSpec, Price
-from providers.retry import RetryPolicy
-from providers.scrub import scrub
-from providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.limits import ProviderEvent
+from ifsweep.providers.pool import ProviderPool
+from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec, Price
+from ifsweep.providers.retry import RetryPolicy
+from ifsweep.providers.scrub import scrub
+from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]
 PRICE = Price(input_per_mtok=1.0, output_per_mtok=2.0)

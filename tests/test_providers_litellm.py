@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from test_providers_support import ScriptedServer, Step
 
-from providers.budget import Budget
-from providers.limits import ProviderEvent
-from providers.pool import ProviderPool, resolve_route
-from providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
-from providers.records import Completion, EndpointSpec, Price, UnknownPrice
-from providers.retry import RetryPolicy
-from providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.providers.budget import Budget
+from ifsweep.providers.limits import ProviderEvent
+from ifsweep.providers.pool import ProviderPool, resolve_route
+from ifsweep.providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
+from ifsweep.providers.records import Completion, EndpointSpec, Price, UnknownPrice
+from ifsweep.providers.retry import RetryPolicy
+from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name three rivers."}]
 PRICE = Price(input_per_mtok=0.5, output_per_mtok=1.5)
@@ -167,11 +167,12 @@ def test_import_providers_and_pool_do_not_import_litellm() -> None:
     out = _run(
         """
         import asyncio, sys
-        import providers, providers.pool, providers.fast, providers.limits, providers.retry
-        import providers.budget, providers.pricing, providers.scrub, providers.via_litellm
-        from providers.budget import Budget
-        from providers.pool import ProviderPool
-        from providers.records import EndpointSpec, Price
+        import ifsweep.providers, ifsweep.providers.pool, ifsweep.providers.fast, ifsweep.providers.limits
+        import ifsweep.providers.retry, ifsweep.providers.budget, ifsweep.providers.pricing
+        import ifsweep.providers.scrub, ifsweep.providers.via_litellm
+        from ifsweep.providers.budget import Budget
+        from ifsweep.providers.pool import ProviderPool
+        from ifsweep.providers.records import EndpointSpec, Price
 
         async def main():
             async with ProviderPool(budget=Budget(1.0)) as pool:
@@ -214,9 +215,9 @@ def test_import_litellm_makes_no_network_request() -> None:
             return real_getaddrinfo(host, *args, **kw)
 
         socket.getaddrinfo = no_dns
-        from providers.pricing import import_litellm, resolve_price
-        from providers.pool import resolve_route
-        from providers.records import EndpointSpec
+        from ifsweep.providers.pricing import import_litellm, resolve_price
+        from ifsweep.providers.pool import resolve_route
+        from ifsweep.providers.records import EndpointSpec
         litellm = import_litellm()
         assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
         assert litellm.suppress_debug_info is True

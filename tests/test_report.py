@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 from test_metrics import Row, frame, row
 
-import metrics
-from metrics import analytics, compute_metrics, render_csv, render_json, render_markdown, render_table
+from ifsweep import metrics
+from ifsweep.metrics import analytics, compute_metrics, render_csv, render_json, render_markdown, render_table
 
 NASTY = ('gpt<4o> & "friends"', "claude|sonnet", "llama-3.1-8b")
 

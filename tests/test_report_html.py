@@ -12,7 +12,7 @@ import pytest
 from test_metrics import frame
 from test_report import NASTY, demo_calls, demo_rows
 
-from metrics import analytics, compute_metrics, paired_differences, render_html
+from ifsweep.metrics import analytics, compute_metrics, paired_differences, render_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MODELS = (*NASTY, *(f"model-{i:02d}" for i in range(9)))

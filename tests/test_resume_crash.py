@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from sweeps import toml_config
 
-from providers.sim_config import FaultRates
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
-from runner.shards import scan_shards
+from ifsweep.providers.sim_config import FaultRates
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
+from ifsweep.runner.shards import scan_shards
 
 SEED = 3
 CONCURRENCY = 4
@@ -48,7 +48,7 @@ def sweep_toml(out: Path, base: str, *, extra_run: str = "", **kw: Any) -> str:
 
 def run_child(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "runner.cli", "run", str(cfg), *args],
+        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 import pytest
 
-from providers.retry import (
+from ifsweep.providers.retry import (
     HttpStatusError,
     MalformedResponse,
     RetryDecision,

@@ -11,16 +11,16 @@ from pathlib import Path
 
 from test_resume_crash import SEED, sweep_toml, verdicts
 
-from providers.simulator import SimConfig, SimulatorThread
-from runner.cli import main
-from runner.shards import DamageReport, RunStore, scan_shards, shard_files
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
+from ifsweep.runner.shards import DamageReport, RunStore, scan_shards, shard_files
 
 LIMITED = """
 import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from runner.cli import main
+from ifsweep.runner.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

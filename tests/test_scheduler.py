@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from sweeps import stored_records
 
-import benchmarks
-from providers import Budget, ProviderEvent, ProviderPool
-from providers.records import EndpointSpec
-from providers.retry import RetryPolicy
-from providers.simulator import FaultRates, SimConfig, SimulatorThread
-from runner.cli import main
-from runner.pipeline import Counters
-from runner.progress import ProgressState, plain_line
-from runner.scheduler import Work, count_planned, eta_s, initial_workers, pairs_for, worker_budget
+from ifsweep import benchmarks
+from ifsweep.providers import Budget, ProviderEvent, ProviderPool
+from ifsweep.providers.records import EndpointSpec
+from ifsweep.providers.retry import RetryPolicy
+from ifsweep.providers.simulator import FaultRates, SimConfig, SimulatorThread
+from ifsweep.runner.cli import main
+from ifsweep.runner.pipeline import Counters
+from ifsweep.runner.progress import ProgressState, plain_line
+from ifsweep.runner.scheduler import Work, count_planned, eta_s, initial_workers, pairs_for, worker_budget
 
 
 @pytest.fixture
@@ -173,8 +173,8 @@ def test_judge_calls_start_while_generation_goes_on(tmp_path: Path) -> None:
 
 def test_models_interleave_in_one_stream() -> None:
     bench = benchmarks.get("cfbench")
-    from runner.config import BenchmarkConfig
-    from runner.pipeline import BenchJob
+    from ifsweep.runner.config import BenchmarkConfig
+    from ifsweep.runner.pipeline import BenchJob
 
     insts = tuple(bench.load(bench.fixture_dir(), {}))
     job = BenchJob(BenchmarkConfig("cfbench", None, None, "paper", 0), bench, bench.template_version())

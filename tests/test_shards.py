@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.shards import (
+from ifsweep.runner.shards import (
     DiskFullError,
     RunStore,
     WriterBusyError,

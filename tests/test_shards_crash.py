@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.shards import RunStore, record_key, scan_shards, shard_files
+from ifsweep.runner.shards import RunStore, record_key, scan_shards, shard_files
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner"
 
@@ -22,9 +22,9 @@ RUNNER = Path(__file__).resolve().parents[1] / "runner"
 PRELUDE = textwrap.dedent(
     f"""
     import importlib.util, sys
-    spec = importlib.util.spec_from_file_location("runner.keyindex", {str(RUNNER / "keyindex.py")!r})
+    spec = importlib.util.spec_from_file_location("ifsweep.runner.keyindex", {str(RUNNER / "keyindex.py")!r})
     keyindex = importlib.util.module_from_spec(spec)
-    sys.modules["runner.keyindex"] = keyindex
+    sys.modules["ifsweep.runner.keyindex"] = keyindex
     spec.loader.exec_module(keyindex)
     spec = importlib.util.spec_from_file_location("shards_under_test", {str(RUNNER / "shards.py")!r})
     shards = importlib.util.module_from_spec(spec)
@@ -230,7 +230,7 @@ def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path, n: int) -> N
         [sys.executable, "-c", hold, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-    from runner.shards import WriterBusyError
+    from ifsweep.runner.shards import WriterBusyError
 
     with pytest.raises(WriterBusyError):
         RunStore.open(tmp_path)

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import benchmarks
-from providers.simulator import SimConfig, SimulatorThread
-from runner.shards import RunStore
+from ifsweep import benchmarks
+from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep.runner.shards import RunStore
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"  # a known price: litellm stays unloaded
 
@@ -43,7 +43,7 @@ def write_config(tmp_path: Path, base: str, deadline_s: float) -> tuple[Path, Pa
 
 
 def start(cfg: Path) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "runner.cli", "run", str(cfg)]
+    cmd = [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

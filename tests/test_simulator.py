@@ -24,11 +24,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
-from providers.sim_faults import FaultPicker
-from providers.sim_limits import TokenBucket, format_reset
-from providers.sim_text import count_tokens, cut_to_tokens, judge_reply, model_quality, read_quality
-from providers.simulator import Simulator, SimulatorThread, serve_main
+from ifsweep.providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.providers.sim_faults import FaultPicker
+from ifsweep.providers.sim_limits import TokenBucket, format_reset
+from ifsweep.providers.sim_text import count_tokens, cut_to_tokens, judge_reply, model_quality, read_quality
+from ifsweep.providers.simulator import Simulator, SimulatorThread, serve_main
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 REPO = Path(__file__).resolve().parents[1]
@@ -703,9 +703,19 @@ def test_simulator_thread_serves_sync_code() -> None:
 
 
 def test_module_runs_as_a_subprocess_and_exits_on_sigterm() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = dict(os.environ)
     with subprocess.Popen(
-        [sys.executable, "-m", "providers.simulator", "--port", "0", "--fault", "empty=1.0", "--seed", "3"],
+        [
+            sys.executable,
+            "-m",
+            "ifsweep.providers.simulator",
+            "--port",
+            "0",
+            "--fault",
+            "empty=1.0",
+            "--seed",
+            "3",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -792,7 +802,7 @@ def test_cut_to_tokens_respects_max_tokens(text: str, max_tokens: int) -> None:
 def test_serve_mock_help_and_bad_options_reach_the_simulators_parser(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from runner.cli import main
+    from ifsweep.runner.cli import main
 
     with pytest.raises(SystemExit) as done:
         main(["serve-mock", "--help"])

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-import benchmarks
-from benchmarks import Instance
-from runner.spooled import SpooledInstances
+from ifsweep import benchmarks
+from ifsweep.benchmarks import Instance
+from ifsweep.runner.spooled import SpooledInstances
 
 
 @pytest.mark.parametrize("name", ["followbench", "infobench", "cfbench", "eifbench"])

@@ -7,14 +7,22 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._options import check_known
-from benchmarks.base import Release
-from benchmarks.cfbench.imports import read_reference_outputs
-from benchmarks.cfbench.load import load_instances, wanted_splits
-from benchmarks.cfbench.parse import paper_values, reference_values
-from benchmarks.cfbench.prompts import render_judge_prompt, template_hash
-from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
-from benchmarks.releases import CFBENCH
+from ifsweep.benchmarks._options import check_known
+from ifsweep.benchmarks.base import Release
+from ifsweep.benchmarks.cfbench.imports import read_reference_outputs
+from ifsweep.benchmarks.cfbench.load import load_instances, wanted_splits
+from ifsweep.benchmarks.cfbench.parse import paper_values, reference_values
+from ifsweep.benchmarks.cfbench.prompts import render_judge_prompt, template_hash
+from ifsweep.benchmarks.records import (
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    JudgeTurn,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
+from ifsweep.benchmarks.releases import CFBENCH
 
 __all__ = ["CFBench"]
 

@@ -11,14 +11,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import typed_field
-from benchmarks.cfbench.load import (
+from ifsweep.benchmarks._files import typed_field
+from ifsweep.benchmarks.cfbench.load import (
     instance_from_record,
     load_instances,
     read_json_array,
     wanted_splits,
 )
-from benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
 
 __all__ = ["expand_paths", "model_from_filename", "read_reference_outputs"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import read_json_array, typed_field
-from benchmarks.records import Constraint, DataError, Instance, Message, Priority
+from ifsweep.benchmarks._files import read_json_array, typed_field
+from ifsweep.benchmarks.records import Constraint, DataError, Instance, Message, Priority
 
 __all__ = [
     "DATA_FILE",

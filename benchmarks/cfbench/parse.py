@@ -13,7 +13,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from benchmarks.records import Instance
+from ifsweep.benchmarks.records import Instance
 
 __all__ = ["ReferenceParse", "paper_values", "reference_parse", "reference_values"]
 

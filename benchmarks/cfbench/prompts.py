@@ -11,7 +11,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from benchmarks.records import Instance
+from ifsweep.benchmarks.records import Instance
 
 __all__ = ["criteria_block", "judge_template", "render_judge_prompt", "template_hash"]
 
@@ -20,7 +20,12 @@ _PLACEHOLDER = re.compile(r"\{(prompt|gold_ans|response|criteria)\}")
 
 @cache
 def judge_template() -> str:
-    return resources.files("benchmarks.cfbench").joinpath("judge_prompt.txt").read_bytes().decode("utf-8")
+    return (
+        resources.files("ifsweep.benchmarks.cfbench")
+        .joinpath("judge_prompt.txt")
+        .read_bytes()
+        .decode("utf-8")
+    )
 
 
 def template_hash() -> str:

@@ -3,10 +3,10 @@
 Data: Hope-Rita/EIFBench data/sorted_<scenario><n>.json. Notes: docs/benchmarks/eifbench.md.
 """
 
-from benchmarks.eifbench._benchmark import EIFBench
-from benchmarks.eifbench._load import SCENARIOS, instance_id
-from benchmarks.eifbench._parse import decide_paper, decide_reference
-from benchmarks.eifbench._prompts import (
+from ifsweep.benchmarks.eifbench._benchmark import EIFBench
+from ifsweep.benchmarks.eifbench._load import SCENARIOS, instance_id
+from ifsweep.benchmarks.eifbench._parse import decide_paper, decide_reference
+from ifsweep.benchmarks.eifbench._prompts import (
     ANSWER_PROMPT,
     SCORE_PROMPT,
     SPLIT_THRESHOLD,

@@ -6,11 +6,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._options import check_known, one_of
-from benchmarks.base import Release
-from benchmarks.eifbench import _import, _parse, _prompts
-from benchmarks.eifbench._load import SCENARIOS, load_instances
-from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks._options import check_known, one_of
+from ifsweep.benchmarks.base import Release
+from ifsweep.benchmarks.eifbench import _import, _parse, _prompts
+from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
+from ifsweep.benchmarks.records import (
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    JudgeTurn,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
@@ -25,7 +33,7 @@ class EIFBench:
 
     @property
     def release(self) -> Release:
-        from benchmarks import releases
+        from ifsweep.benchmarks import releases
 
         return releases.EIFBENCH
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from benchmarks._files import iter_json_lines, typed_field
-from benchmarks.eifbench._load import SCENARIOS, load_instances
-from benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
 
 _PREFIX = "evaluate_"
 _NOT_A_REPLY = ("None", "Err")

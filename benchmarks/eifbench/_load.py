@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from benchmarks._files import read_json_array, typed_field
-from benchmarks.eifbench._prompts import SPLIT_THRESHOLD, generation_messages, input_text
-from benchmarks.records import Constraint, DataError, Instance
+from ifsweep.benchmarks._files import read_json_array, typed_field
+from ifsweep.benchmarks.eifbench._prompts import SPLIT_THRESHOLD, generation_messages, input_text
+from ifsweep.benchmarks.records import Constraint, DataError, Instance
 
 BENCHMARK = "eifbench"
 SCENARIOS = ("single", "dialogue", "party")

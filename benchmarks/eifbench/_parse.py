@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.records import ScoringMode, TurnOutcome
+from ifsweep.benchmarks.records import ScoringMode, TurnOutcome
 
 # The verdict line, tolerant of markdown bold ("**答案**：是"), spaces and a half-width colon.
 _VERDICT = re.compile(r"答案[\s*]*[：:][\s*]*(是|否)")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchmarks.records import Message
+from ifsweep.benchmarks.records import Message
 
 _HERE = Path(__file__).resolve().parent
 ANSWER_PROMPT_PATH = _HERE / "answer_prompt.txt"

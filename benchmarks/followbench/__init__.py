@@ -3,12 +3,12 @@
 Data: YJiangcm/FollowBench data/ (English) and data_zh/ (Chinese). Notes: docs/benchmarks/followbench.md.
 """
 
-from benchmarks.followbench._benchmark import FollowBench
-from benchmarks.followbench._load import CATEGORIES, LANGUAGES
-from benchmarks.followbench._parse import decide_paper, decide_reference
-from benchmarks.followbench._prompts import CHINESE, ENGLISH, JudgeTemplate, judge_prompt
-from benchmarks.followbench._rules import RULES_VERSION, matches_template
-from benchmarks.followbench._scoring import RULE_SOURCES, Route, route, rule_verdict
+from ifsweep.benchmarks.followbench._benchmark import FollowBench
+from ifsweep.benchmarks.followbench._load import CATEGORIES, LANGUAGES
+from ifsweep.benchmarks.followbench._parse import decide_paper, decide_reference
+from ifsweep.benchmarks.followbench._prompts import CHINESE, ENGLISH, JudgeTemplate, judge_prompt
+from ifsweep.benchmarks.followbench._rules import RULES_VERSION, matches_template
+from ifsweep.benchmarks.followbench._scoring import RULE_SOURCES, Route, route, rule_verdict
 
 __all__ = [
     "CATEGORIES",

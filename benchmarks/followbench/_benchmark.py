@@ -6,11 +6,19 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._options import check_known
-from benchmarks.base import Release
-from benchmarks.followbench import _import, _load, _parse, _prompts, _scoring
-from benchmarks.records import ImportedResult, Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
-from benchmarks.releases import FOLLOWBENCH
+from ifsweep.benchmarks._options import check_known
+from ifsweep.benchmarks.base import Release
+from ifsweep.benchmarks.followbench import _import, _load, _parse, _prompts, _scoring
+from ifsweep.benchmarks.records import (
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    JudgeTurn,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
+from ifsweep.benchmarks.releases import FOLLOWBENCH
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import iter_json_lines, typed_field
-from benchmarks.followbench._load import CATEGORIES, load
-from benchmarks.followbench._prompts import judge_prompt
-from benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks.followbench._load import CATEGORIES, load
+from ifsweep.benchmarks.followbench._prompts import judge_prompt
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
 
 # The reference's scripts call the situation category "scenario" in their file names.
 _ALIASES = {"scenario": "situation"}

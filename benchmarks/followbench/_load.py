@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import read_json_array
-from benchmarks.followbench._prompts import generation_messages
-from benchmarks.records import Constraint, DataError, Instance
+from ifsweep.benchmarks._files import read_json_array
+from ifsweep.benchmarks.followbench._prompts import generation_messages
+from ifsweep.benchmarks.records import Constraint, DataError, Instance
 
 BENCHMARK = "followbench"
 CATEGORIES = ("content", "situation", "style", "format", "example", "mixed")

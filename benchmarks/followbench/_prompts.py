@@ -14,8 +14,8 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
-from benchmarks.followbench._rules import RULES_VERSION
-from benchmarks.records import Message
+from ifsweep.benchmarks.followbench._rules import RULES_VERSION
+from ifsweep.benchmarks.records import Message
 
 JUDGED_CATEGORIES = ("content", "situation", "style", "format", "mixed")
 PARSER_VERSION = "followbench-parse-1"

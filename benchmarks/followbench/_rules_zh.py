@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 
-from benchmarks.followbench._rules import Check, SourceRule, source_rules, three_paragraph_rule
+from ifsweep.benchmarks.followbench._rules import Check, SourceRule, source_rules, three_paragraph_rule
 
 _PUNCTUATION_ZH = string.punctuation + "，。：’“”"
 

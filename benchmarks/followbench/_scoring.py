@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from benchmarks.followbench._rules import SOURCE_RULES_EN, format_rule_en, matches_template
-from benchmarks.followbench._rules_zh import SOURCE_RULES_ZH, format_rule_zh
-from benchmarks.records import ScoringMode
+from ifsweep.benchmarks.followbench._rules import SOURCE_RULES_EN, format_rule_en, matches_template
+from ifsweep.benchmarks.followbench._rules_zh import SOURCE_RULES_ZH, format_rule_zh
+from ifsweep.benchmarks.records import ScoringMode
 
 Route = Literal["template", "rule", "format_rule", "judge", "unscored"]
 

@@ -3,10 +3,10 @@
 Data: Hugging Face dataset kqsong/InFoBench, file InfoBench.json. Notes: docs/benchmarks/infobench.md.
 """
 
-from benchmarks.infobench._benchmark import SPLITS, InfoBench
-from benchmarks.infobench._load import DATA_FILE
-from benchmarks.infobench._parse import decide_paper, decide_reference
-from benchmarks.infobench._prompts import SYS_MSG, first_turn, generation_messages, judge_task
+from ifsweep.benchmarks.infobench._benchmark import SPLITS, InfoBench
+from ifsweep.benchmarks.infobench._load import DATA_FILE
+from ifsweep.benchmarks.infobench._parse import decide_paper, decide_reference
+from ifsweep.benchmarks.infobench._prompts import SYS_MSG, first_turn, generation_messages, judge_task
 
 __all__ = [
     "DATA_FILE",

@@ -6,11 +6,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._options import check_known, one_of
-from benchmarks.base import Release
-from benchmarks.infobench import _import, _parse, _prompts
-from benchmarks.infobench._load import read_rows, resolve_data_file, to_instance
-from benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks._options import check_known, one_of
+from ifsweep.benchmarks.base import Release
+from ifsweep.benchmarks.infobench import _import, _parse, _prompts
+from ifsweep.benchmarks.infobench._load import read_rows, resolve_data_file, to_instance
+from ifsweep.benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
 
 SPLITS = ("easy", "hard")
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
@@ -26,7 +26,7 @@ class InfoBench:
 
     @property
     def release(self) -> Release:
-        from benchmarks import releases
+        from ifsweep.benchmarks import releases
 
         return releases.INFOBENCH
 

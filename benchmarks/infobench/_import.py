@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import iter_json_lines, typed_field
-from benchmarks.infobench._load import SUBSETS, parse_row, read_rows, resolve_data_file, to_instance
-from benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks.infobench._load import SUBSETS, parse_row, read_rows, resolve_data_file, to_instance
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
 
 SUFFIX = "_DecomposeEval"
 _REPLY_FOR: Mapping[bool | None, str] = {True: "YES", False: "NO", None: ""}

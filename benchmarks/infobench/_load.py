@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._files import iter_json_lines, typed_field
-from benchmarks.infobench._prompts import generation_messages
-from benchmarks.records import Constraint, DataError, Instance
+from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks.infobench._prompts import generation_messages
+from ifsweep.benchmarks.records import Constraint, DataError, Instance
 
 DATA_FILE = "InfoBench.json"
 BENCHMARK = "infobench"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.records import ScoringMode, TurnOutcome
+from ifsweep.benchmarks.records import ScoringMode, TurnOutcome
 
 # Markup a judge puts before its verdict ("**YES**", "> No.", "- Yes", quotes); stripped before looking
 # at the first word.

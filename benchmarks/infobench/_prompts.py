@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.records import JudgeTask, JudgeTurn, Message
+from ifsweep.benchmarks.records import JudgeTask, JudgeTurn, Message
 
 SYS_MSG_PATH = Path(__file__).resolve().parent / "sys_msg.txt"
 # Read once at import: a packaged, read-only data file, not environment state.
