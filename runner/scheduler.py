@@ -14,8 +14,6 @@ instances or models.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -73,6 +71,11 @@ class Elastic:
 
 def worker_budget(global_concurrency: int, models: int) -> int:
     return max(2 * global_concurrency, MIN_WORKERS * models)
+
+
+def worker_cap(spec: EndpointSpec, cfg: SweepConfig) -> int:
+    """The most workers (pairs in flight) a model may grow to."""
+    return min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
 
 
 def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
@@ -147,7 +150,7 @@ async def run_models(
     async with anyio.create_task_group() as tg:
         for endpoint in endpoints:
             spec = endpoint.spec
-            cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+            cap = worker_cap(spec, cfg)
             n = cap if elastic is None else initial_workers(cap, cfg.run.concurrency, len(endpoints))
             workers[spec.label] = n
             total += n
@@ -165,16 +168,3 @@ def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict
             for job, _inst in pairs_for(work, spec, keep):
                 counters[(spec.label, job.cfg.name)].planned += 1
     return counters
-
-
-def eta_s(c: Counters, now: float | None = None) -> float | None:
-    """Seconds left at the pace since start, counting only pairs this run actually did."""
-    now = time.monotonic() if now is None else now
-    fresh = c.done - c.cached + c.errors
-    left = c.planned - c.done - c.errors
-    if left <= 0:
-        return 0.0
-    if fresh <= 0:
-        return None
-    rate = fresh / max(now - c.started, 1e-9)
-    return left / rate if rate > 0 else math.inf

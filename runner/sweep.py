@@ -34,6 +34,7 @@ from ifsweep.runner.manifest import (
 from ifsweep.runner.memory import return_free_memory, steady_allocator
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.progress import ProgressState, run_progress
+from ifsweep.runner.reading import SweepPlan
 from ifsweep.runner.scheduler import (
     EXIT_CODES,
     Elastic,
@@ -43,10 +44,14 @@ from ifsweep.runner.scheduler import (
     Work,
     count_planned,
     run_models,
+    worker_cap,
 )
 from ifsweep.runner.shards import DiskFullError
 from ifsweep.runner.spooled import SpooledInstances
 from ifsweep.runner.status import summary_name
+from ifsweep.runner.workload import bench_shapes
+
+SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,22 @@ class SweepResult:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+
+def specs_of(cfg: SweepConfig) -> list[EndpointSpec]:
+    """The models, then the judge if there is one."""
+    return [*cfg.models, *([cfg.judge] if cfg.judge is not None else [])]
+
+
+def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
+    """What the progress board and its ETA need to know of the sweep's shape."""
+    return SweepPlan(
+        order=tuple(job.cfg.name for job, _ in work.jobs),
+        shapes=bench_shapes(work),
+        workers={s.label: worker_cap(s, cfg) for s in cfg.models},
+        slots=cfg.run.concurrency,
+        judge=cfg.judge.label if cfg.judge is not None else None,
+    )
 
 
 def load_work(cfg: SweepConfig) -> Work:
@@ -145,7 +166,8 @@ async def run_sweep(
         state = ProgressState(
             counters=counters,
             spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
-            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in cfg.models}},
+            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
+            plan=sweep_plan(cfg, work),
         )
         stop = StopControl(anyio.Event())
         status: SweepStatus = "complete"
@@ -157,6 +179,7 @@ async def run_sweep(
         ) as pool:
             judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
             endpoints = [pool.endpoint(s) for s in cfg.models]
+            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *([judge] if judge else []))})
             pipeline = Pipeline(store=store, judge=judge, retry_errors=retry, counters=counters)
 
             by_label = {e.spec.label: e for e in endpoints}
@@ -173,7 +196,9 @@ async def run_sweep(
                         outer.start_soon(
                             _watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
                         )
-                        outer.start_soon(_write_summary_every, run_dir, counters, budget, started, writer_id)
+                        outer.start_soon(
+                            _write_summary_every, run_dir, counters, budget, started, writer_id, state
+                        )
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:
@@ -193,7 +218,7 @@ async def run_sweep(
             status, message = "failed", _describe(e)
         result = _result(status, counters, budget.spent_usd, message)
         try:
-            write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
+            write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
@@ -367,11 +392,12 @@ async def _write_summary_every(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    state: ProgressState | None = None,
 ) -> None:
     while True:
-        await anyio.sleep(2.0)
+        await anyio.sleep(SUMMARY_EVERY_S)
         result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, budget, started)
+        data = summary_bytes("running", result, counters, budget, started, state)
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
@@ -386,10 +412,11 @@ def write_summary(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    state: ProgressState | None = None,
 ) -> None:
     """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
     atomically so a reader never sees half of it. `status` is the sweep's status, or "running"."""
-    data = summary_bytes(status, result, counters, budget, started)
+    data = summary_bytes(status, result, counters, budget, started, state)
     atomic_write(run_dir / summary_name(writer_id), data)
 
 
@@ -399,8 +426,9 @@ def summary_bytes(
     counters: dict[tuple[str, str], Counters],
     budget: Any,
     started: float,
+    state: ProgressState | None = None,
 ) -> bytes:
-    body = {
+    body: dict[str, Any] = {
         "status": status,
         "message": result.message,
         "planned": result.planned,
@@ -422,6 +450,8 @@ def summary_bytes(
             for (model, bench), c in sorted(counters.items())
         ],
     }
+    if state is not None:  # what `ifsweep status` needs to redo the ETA (runner/status.py)
+        body.update(state.summary_fields())
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
 
 

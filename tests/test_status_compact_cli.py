@@ -33,8 +33,16 @@ def test_status_then_compact_then_report_from_parquet(
     code, text = cli(capsys, "status", str(out))
     assert code == 0
     lines = text.splitlines()
-    assert lines[0].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
-    rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[2:]}
+    # the board first: totals, then one row per endpoint, the judge's included
+    n, calls = summary["planned"], sum(e["calls"] for e in summary["by_model"])
+    assert lines[0].startswith(f"pairs {n}/{n} 100% | calls {calls}/{calls} |"), lines[0]
+    assert lines[0].endswith("| complete"), lines[0]
+    assert lines[2].split()[:2] == ["endpoint", "calls"]
+    endpoints = lines[4 : lines.index("* learned from the provider's headers")]
+    assert [x.split()[0] for x in endpoints] == ["alpha", "beta", "judge"]
+    head = lines.index(next(x for x in lines if x.startswith("model ")))
+    assert lines[head].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
+    rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[head + 2 :]}
     assert len(rows) == len(summary["by_model"]) == 6
     for entry in summary["by_model"]:
         planned, done, errors, spent = rows[(entry["model"], entry["benchmark"])]
