@@ -26,9 +26,11 @@ class Window:
     def __init__(self, span_s: float = CALIBRATION_WINDOW_S) -> None:
         self.span_s = span_s
         self._samples: deque[tuple[float, dict[str, float]]] = deque()
+        self._starts: dict[float, tuple[float, dict[str, float]]] = {}  # by over_s, since the last add
 
     def add(self, t: float, totals: Mapping[str, float]) -> None:
         self._samples.append((t, dict(totals)))
+        self._starts.clear()
         while len(self._samples) > 2 and self._samples[1][0] <= t - self.span_s:
             self._samples.popleft()
 
@@ -36,19 +38,32 @@ class Window:
         """The newest sample's totals ({} before any)."""
         return dict(self._samples[-1][1]) if self._samples else {}
 
+    def _start(self, over_s: float) -> tuple[float, dict[str, float]]:
+        """The newest sample at least `over_s` older than the newest (else the oldest); found once
+        per sample added, whatever the number of keys asked about."""
+        start = self._starts.get(over_s)
+        if start is None:
+            t1 = self._samples[-1][0]
+            start = next((s for s in reversed(self._samples) if s[0] <= t1 - over_s), self._samples[0])
+            self._starts[over_s] = start
+        return start
+
     def deltas(self, keys: tuple[str, ...], over_s: float) -> tuple[list[float], float] | None:
         """(change of each key, seconds) from the newest sample back to the first at least `over_s`
-        old, or to the oldest that holds every key."""
+        old, or to the oldest that holds every key (keys appear as endpoints start)."""
         if not self._samples:
             return None
         t1, last = self._samples[-1]
-        start: tuple[float, dict[str, float]] | None = None
-        for t0, values in reversed(self._samples):
-            if any(k not in values for k in keys):
-                break
-            start = (t0, values)
-            if t0 <= t1 - over_s:
-                break
+        if not _holds(last, keys):
+            return None
+        start: tuple[float, dict[str, float]] | None = self._start(over_s)
+        assert start is not None
+        if not _holds(start[1], keys):
+            start = None
+            for sample in reversed(self._samples):
+                if not _holds(sample[1], keys):
+                    break
+                start = sample
         if start is None or t1 - start[0] < MIN_SPAN_S:
             return None
         return [last[k] - start[1][k] for k in keys], t1 - start[0]
@@ -65,3 +80,7 @@ class Window:
         if d is None or d[0][1] < MIN_MODELLED:
             return None
         return min(MAX_RATIO, max(MIN_RATIO, d[0][0] / d[0][1]))
+
+
+def _holds(totals: dict[str, float], keys: tuple[str, ...]) -> bool:
+    return all(map(totals.__contains__, keys))  # no generator: this runs per endpoint per refresh

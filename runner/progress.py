@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 
@@ -21,13 +21,20 @@ from ifsweep.runner.pipeline import Counters
 from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
 from ifsweep.runner.workload import Tally, Use, use_by_endpoint
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
+T = TypeVar("T")
 PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
 SAMPLE_EVERY_S = 1.0  # how often the plain mode samples the totals (the rates need samples)
 RICH_EVERY_S = 0.5  # how often the live table is redrawn
 # The walk (eta.outlook) is redone at most every ETA_EVERY_S, and never more often than COST_SHARE of
-# the time: with 200 models it takes tens of milliseconds, and the view must not slow the sweep.
+# the time; the view as a whole waits at least 1 / VIEW_SHARE times what its last refresh cost. With
+# 200 models a refresh costs about 15 ms and a walk a few (perf/progress_perf.py): the view must not
+# slow the sweep, whatever the number of models.
 ETA_EVERY_S = 1.0
 COST_SHARE = 0.02
+VIEW_SHARE = 0.02
 
 
 @dataclass(slots=True)
@@ -86,12 +93,12 @@ class ProgressState:
         """Sample the counters and build the board; redoes the walk when it is due."""
         now = self.clock()
         tallies = {k: Tally.of(c) for k, c in self.counters.items()}
-        judge = self.plan.judge if self.plan is not None else None
-        use = use_by_endpoint(tallies, judge)
+        use = use_by_endpoint(tallies, self.plan.judge if self.plan is not None else None)
         self._sample(now, use)
-        reading = self.reading(now, tallies, use)
+        due = self.plan is not None and now >= self._due
+        reading = self.reading(now, tallies, use, latency=due)
         lanes = reading.lanes()
-        if now >= self._due and self.plan is not None:
+        if due:
             started = time.perf_counter()
             self._outlook, self._walked = reading.outlook(lanes), now
             self._due = now + max(ETA_EVERY_S, (time.perf_counter() - started) / COST_SHARE)
@@ -100,15 +107,19 @@ class ProgressState:
         return make_board(reading, lanes, settled(seen, lanes, list(use)))
 
     def reading(
-        self, now: float, tallies: Mapping[tuple[str, str], Tally], use: Mapping[str, Use]
+        self, now: float, tallies: Mapping[tuple[str, str], Tally], use: Mapping[str, Use], *, latency: bool
     ) -> Reading:
+        """What the board shows now. `latency`: also what the walk needs (recent latencies, and the
+        share of its capacity each endpoint achieves), worked out only when the walk is due."""
         stats = {label: get() for label, get in self.endpoints.items()}
         tokens_per_s = self.window.per_s("tokens")
+        if latency:
+            self._update_efficiency()
         return Reading(
             tallies=tallies,
             plan=self.plan,
             limits={label: limits_of(s) for label, s in stats.items()},
-            pace={label: self._pace(label) for label in use},
+            pace={label: self._pace(label, latency) for label in use},
             efficiency=dict(self._efficiency.factor),
             spent={label: self.spent(label) for label in (None, *use)},
             caps=self.caps,
@@ -143,17 +154,20 @@ class ProgressState:
         for label, n in eff.made.items():
             totals |= {f"made:{label}": n, f"modelled:{label}": eff.modelled[label]}
         self.window.add(now, totals)
+
+    def _update_efficiency(self) -> None:
+        eff = self._efficiency
         for label in eff.made:
             ratio = self.window.ratio(f"made:{label}", f"modelled:{label}")
             if ratio is not None:
                 eff.factor[label] = ratio
 
-    def _pace(self, label: str) -> Pace:
+    def _pace(self, label: str, latency: bool) -> Pace:
         calls, tokens = self.window.per_s(f"calls:{label}"), self.window.per_s(f"tokens:{label}")
         return Pace(
             None if calls is None else round(calls * 60),
             None if tokens is None else round(tokens * 60),
-            self._latency(label),
+            self._latency(label) if latency else None,
         )
 
     def _latency(self, label: str) -> float | None:
@@ -219,16 +233,16 @@ async def run_progress(state: ProgressState, mode: str, out: TextIO | None = Non
 
 
 async def _run_plain(state: ProgressState, out: TextIO) -> None:
-    """A line every PLAIN_EVERY_S (sampling every SAMPLE_EVERY_S for the rates); the whole board at
-    the end."""
+    """A line every PLAIN_EVERY_S (sampling about every SAMPLE_EVERY_S for the rates); the whole board
+    at the end."""
     next_line = state.clock() + PLAIN_EVERY_S
     try:
         while True:
-            await anyio.sleep(SAMPLE_EVERY_S)
-            board = state.board()
+            board, cost = _timed(state.board)
             if state.clock() >= next_line:
                 next_line += PLAIN_EVERY_S
                 print(plain_line(board), file=out, flush=True)
+            await anyio.sleep(max(SAMPLE_EVERY_S, cost / VIEW_SHARE))
     finally:
         board = state.board()
         print(plain_line(board), file=out)
@@ -241,14 +255,20 @@ async def _run_rich(state: ProgressState, out: TextIO) -> None:
 
     console = Console(file=out)
 
-    def render() -> Any:
-        height, width = console.size.height, console.size.width
-        return rich_board(state.board(), height, width)
+    def render() -> Text:
+        return rich_board(state.board(), console.size.height, console.size.width)
 
     with Live(render(), console=console, auto_refresh=False, transient=False) as live:
         try:
             while True:
-                await anyio.sleep(RICH_EVERY_S)
-                live.update(render(), refresh=True)
+                cost = _timed(lambda: live.update(render(), refresh=True))[1]
+                await anyio.sleep(max(RICH_EVERY_S, cost / VIEW_SHARE))
         finally:
             live.update(render(), refresh=True)
+
+
+def _timed(f: Callable[[], T]) -> tuple[T, float]:
+    """f() and the CPU seconds it took (this thread's: the sweep's other threads do not count)."""
+    started = time.thread_time()
+    out = f()
+    return out, time.thread_time() - started

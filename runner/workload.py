@@ -112,17 +112,24 @@ class TokenMeans:
 
 
 def token_means(tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, BenchShape]) -> TokenMeans:
-    def total(bench: str | None, field: str) -> int:
-        return sum(getattr(t, field) for (_m, b), t in tallies.items() if bench is None or b == bench)
-
-    gen_calls = total(None, "gen_calls")
-    answer = total(None, "gen_output_tokens") / gen_calls if gen_calls else DEFAULT_ANSWER_TOKENS
+    # per benchmark: generation calls, their tokens, judge calls, their tokens; and answers' tokens
+    sums: dict[str, list[int]] = {b: [0, 0, 0, 0] for b in shapes}
+    answers = 0
+    for (_m, bench), t in tallies.items():
+        s = sums.setdefault(bench, [0, 0, 0, 0])
+        s[0] += t.gen_calls
+        s[1] += t.gen_tokens
+        s[2] += t.judge_calls
+        s[3] += t.judge_tokens
+        answers += t.gen_output_tokens
+    gen_calls = sum(s[0] for s in sums.values())
+    answer = answers / gen_calls if gen_calls else DEFAULT_ANSWER_TOKENS
     gen, judge = {}, {}
     for bench, shape in shapes.items():
-        calls, judged = total(bench, "gen_calls"), total(bench, "judge_calls")
-        gen[bench] = total(bench, "gen_tokens") / calls if calls >= MIN_SEEN else shape.prompt_tokens + answer
+        calls, tokens, judged, judge_tokens = sums[bench]
+        gen[bench] = tokens / calls if calls >= MIN_SEEN else shape.prompt_tokens + answer
         judge[bench] = (
-            total(bench, "judge_tokens") / judged
+            judge_tokens / judged
             if judged >= MIN_SEEN
             else shape.judge_prompt_tokens + answer + JUDGE_REPLY_LOW
         )

@@ -118,13 +118,15 @@ def run_in_pty(argv: list[str], env: dict[str, str], timeout_s: float = 120.0) -
 
 
 def board_on(screen: list[str]) -> tuple[int, int, int] | None:
-    """(totals line, header line, bottom rule) of the board on a screen, None if it shows none."""
-    header = next((i for i, x in enumerate(screen) if x.startswith("┃endpoint")), None)
+    """(totals line, header line, last row) of the board on a screen, None if it shows none."""
+    header = next((i for i, x in enumerate(screen) if x.startswith("endpoint ")), None)
     if header is None:
         return None
-    bottom = next((i for i in range(header, len(screen)) if screen[i].startswith("└")), None)
-    assert bottom is not None, "\n".join(screen)  # the table's end is on screen
-    return header - 2, header, bottom
+    assert screen[header + 1].startswith("-----"), "\n".join(screen)
+    last = header + 1
+    while last + 1 < len(screen) and screen[last + 1].strip():
+        last += 1
+    return header - 1, header, last
 
 
 @pytest.mark.slow
@@ -143,18 +145,20 @@ def test_live_table_fits_the_terminal(tmp_path: Path, models: int) -> None:
         if found is None:
             continue
         seen += 1
-        totals, header, bottom = found
+        totals, header, last = found
         assert totals == 0 and screen[totals].startswith("pairs "), "\n".join(screen)  # totals on top
-        assert screen[header - 1].startswith("┏") and bottom < ROWS - 1
+        assert last < ROWS - 1  # the cursor's line is left free
         assert not any(x.strip() == "..." for x in screen)  # nothing cropped by rich
-        rows = [x.strip("│ ").split("│")[0].strip() for x in screen[header + 2 : bottom]]
+        rows = [
+            " ".join(x.split()[:2]) if "(judge)" in x else x.split()[0] for x in screen[header + 2 : last + 1]
+        ]
         if models == 3:
             assert sorted(rows, key=natural_key) == ["judge (judge)", "m1", "m2", "m3"], rows
         else:
             more = rows[-1]
-            assert more.startswith("+") and more.endswith(" more"), rows
-            assert len(rows) - 1 + int(more[1:].split()[0]) == models + 1, rows
-            assert len(rows) == ROWS - 6, rows  # every line the terminal has
+            assert more.startswith("+") and screen[last].split()[1] == "more", rows
+            assert len(rows) - 1 + int(more[1:]) == models + 1, rows
+            assert last == ROWS - 2, rows  # every line the terminal has
     assert seen >= 3, "the live table was never drawn"
 
 
@@ -180,11 +184,12 @@ def test_what_holds_the_sweep_back_comes_first_then_natural_order() -> None:
     assert sorted(["m10", "m2", "m1", "m20", "a"], key=natural_key) == ["a", "m1", "m2", "m10", "m20"]
 
 
-def test_fit_keeps_the_slowest_and_the_failing_and_sums_the_rest() -> None:
-    rows = ordered([row(f"m{i}", 100.0 - i, "rpm", errors=int(i in (30, 31))) for i in range(1, 41)])
+def test_fit_keeps_the_slowest_the_failing_and_the_judge_and_sums_the_rest() -> None:
+    rows = [row(f"m{i}", 100.0 - i, "rpm", errors=int(i in (30, 31))) for i in range(1, 41)]
+    rows = list(ordered([*rows, row("judge", 10.0, role="judge")]))
     shown, rest = fit(rows, 10)
-    assert [r.label for r in shown] == ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m30", "m31"]
-    assert rest is not None and rest.label == "+31 more" and rest.calls == 310 and rest.errors == 0
+    assert [r.label for r in shown] == ["m1", "m2", "m3", "m4", "m5", "m6", "m30", "m31", "judge"]
+    assert rest is not None and rest.label == "+32 more" and rest.calls == 320 and rest.errors == 0
     assert fit(rows[:5], 10) == (list(rows[:5]), None)
 
 
