@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ifsweep.runner.eta import OWN_BOUNDS
+
 if TYPE_CHECKING:
     from rich.text import Text
 
@@ -21,8 +23,6 @@ PLAIN_ENDPOINTS = 3  # endpoints named on a plain line
 # Lines the live board needs besides its rows and totals: the header, its rule, and the line the cursor
 # rests on.
 RICH_CHROME = 3
-# "held by" labels of a lane's own limits: the endpoint itself is what it waits on.
-OWN_BOUNDS = frozenset({"rpm", "tpm", "concurrency", "workers"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,13 @@ def ordered(rows: Sequence[EndpointRow]) -> tuple[EndpointRow, ...]:
     def key(r: EndpointRow) -> tuple[float, int, float, int, tuple[tuple[int, int | str], ...]]:
         eta = -1.0 if r.eta_s is None else r.eta_s
         use = 0.0 if eta == 0 else round(r.limit_use, 1)  # what is done needs no ranking
-        return (-round(eta), -_pressure(r), -use, -r.errors, natural_key(r.label))
+        return (
+            -(round(eta) if eta < math.inf else eta),
+            -_pressure(r),
+            -use,
+            -r.errors,
+            natural_key(r.label),
+        )
 
     return tuple(sorted(rows, key=key))
 
@@ -129,7 +135,7 @@ def fit(rows: Sequence[EndpointRow], room: int) -> tuple[list[EndpointRow], Endp
 
 
 def _sum_rows(rest: Sequence[EndpointRow]) -> EndpointRow:
-    etas = [r.eta_s for r in rest]
+    etas = [r.eta_s for r in rest if r.eta_s is not None]
     return EndpointRow(
         label=f"+{len(rest)} more",
         role="rest",
@@ -141,7 +147,7 @@ def _sum_rows(rest: Sequence[EndpointRow]) -> EndpointRow:
         rate_limited=sum(r.rate_limited for r in rest),
         errors=sum(r.errors for r in rest),
         spent=sum(r.spent for r in rest),
-        eta_s=None if any(e is None for e in etas) else max(etas, default=0.0),  # type: ignore[type-var]
+        eta_s=max(etas, default=0.0) if len(etas) == len(rest) else None,
     )
 
 

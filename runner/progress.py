@@ -202,7 +202,8 @@ class ProgressState:
             | {
                 "limits": limits,
                 "efficiency": dict(self._efficiency.factor),
-                "caps": {"sweep" if k is None else k: v for k, v in self.caps.items()},
+                "cap_usd": self.caps.get(None),
+                "caps": {k: v for k, v in self.caps.items() if k is not None},
             }
         }
 

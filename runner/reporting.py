@@ -81,8 +81,13 @@ def render_status(run_dir: Path) -> str:
     from ifsweep.runner.status import status_board, status_table
 
     require_run_dir(run_dir)
-    board = table_lines(status_board(run_dir))
-    rows = sorted(status_table(run_dir), key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"])))
+    try:
+        board = table_lines(status_board(run_dir))
+        rows = sorted(
+            status_table(run_dir), key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"]))
+        )
+    except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
+        raise UsageError(str(e)) from None
     head = f"{'model':24s} {'benchmark':12s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
     lines = [*board, "", head, "-" * len(head)]
     for r in rows:

@@ -288,9 +288,29 @@ def _reading(
     running: bool,
     state: str,
 ) -> Reading:
-    groups = set(planned) | set(scan.groups)
+    recent = sum(e.recent for e in scan.endpoints.values())
+    recent_tokens = sum(e.recent_tokens for e in scan.endpoints.values())
+    caps: dict[str | None, float | None] = {None: _cap(progress.get("cap_usd"), f"{where}.cap_usd")}
+    caps.update(_numbers(progress, "caps", where))
+    return Reading(
+        tallies=_tallies(scan, planned),
+        plan=plan,
+        limits=_limits(scan, progress, where),
+        pace={label: _pace(e, running) for label, e in scan.endpoints.items()},
+        efficiency=_numbers(progress, "efficiency", where),
+        spent={None: sum(e.spent for e in scan.endpoints.values())}
+        | {label: e.spent for label, e in scan.endpoints.items()},
+        caps=caps,
+        calls_per_s=recent / RATE_WINDOW_S if running else None,
+        tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,
+        pair_errors=sum(g.failed for g in scan.groups.values()),
+        state="running" if running else state,
+    )
+
+
+def _tallies(scan: _Scan, planned: dict[tuple[str, str], int]) -> dict[tuple[str, str], Tally]:
     tallies = {}
-    for group in sorted(groups, key=lambda g: (natural_key(g[0]), g[1])):
+    for group in sorted(set(planned) | set(scan.groups), key=lambda g: (natural_key(g[0]), g[1])):
         g = scan.groups.get(group, _Group())
         tallies[group] = Tally(
             planned=planned.get(group, g.done + g.failed),
@@ -301,34 +321,35 @@ def _reading(
             gen_output_tokens=g.gen_output_tokens,
             judge_tokens=g.judge_tokens,
         )
-    limits_json = progress.get("limits", {})
-    caps = progress.get("caps", {})
-    if not isinstance(limits_json, dict) or not isinstance(caps, dict):
-        raise ValueError(f"{where}: 'limits' and 'caps' must be objects")
-    limits = {}
-    for label, obj in limits_json.items():
-        lim = Limits.from_json(f"{where}.limits.{label}", obj)
+    return tallies
+
+
+def _limits(scan: _Scan, progress: dict[str, Any], where: str) -> dict[str, Limits]:
+    """Each endpoint's limits as the sweep last wrote them, with the 429s and errors of the shards."""
+    found = progress.get("limits", {})
+    if not isinstance(found, dict):
+        raise ValueError(f"{where}.limits: expected an object")
+    out = {}
+    for label, obj in found.items():
         e = scan.endpoints.get(label, _Endpoint())
-        limits[label] = replace(lim, rate_limited=e.rate_limited, errors=scan.errors.get(label, 0))
-    efficiency = progress.get("efficiency", {})
-    window = RATE_WINDOW_S
-    recent = sum(e.recent for e in scan.endpoints.values())
-    return Reading(
-        tallies=tallies,
-        plan=plan,
-        limits=limits,
-        pace={label: _pace(e, running) for label, e in scan.endpoints.items()},
-        efficiency={k: float(v) for k, v in efficiency.items()} if isinstance(efficiency, dict) else {},
-        spent={None: sum(e.spent for e in scan.endpoints.values())}
-        | {label: e.spent for label, e in scan.endpoints.items()},
-        caps={None if k == "sweep" else k: v for k, v in caps.items()},
-        calls_per_s=recent / window if running else None,
-        tokens_per_min=sum(e.recent_tokens for e in scan.endpoints.values()) / window * 60
-        if running
-        else None,
-        pair_errors=sum(g.failed for g in scan.groups.values()),
-        state="running" if running else state,
-    )
+        lim = Limits.from_json(f"{where}.limits.{label}", obj)
+        out[label] = replace(lim, rate_limited=e.rate_limited, errors=scan.errors.get(label, 0))
+    return out
+
+
+def _numbers(progress: dict[str, Any], name: str, where: str) -> dict[str, float]:
+    found = progress.get(name, {})
+    if not isinstance(found, dict):
+        raise ValueError(f"{where}.{name}: expected an object")
+    return {k: v for k, v in ((k, _cap(v, f"{where}.{name}.{k}")) for k, v in found.items()) if v is not None}
+
+
+def _cap(v: object, where: str) -> float | None:
+    if v is None:
+        return None
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise ValueError(f"{where}: expected a number or null, got {v!r}")
+    return float(v)
 
 
 def _pace(e: _Endpoint, running: bool) -> Pace:

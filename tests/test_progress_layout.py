@@ -5,6 +5,7 @@ terminal emulator). Also the board's ordering and fitting on their own."""
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import pty
 import select
@@ -179,8 +180,10 @@ def test_what_holds_the_sweep_back_comes_first_then_natural_order() -> None:
         row("judge", 50.0, "rpm", role="judge"),
         row("m1", 20.0, "rpm"),
         row("m11", 50.0, "rpm"),
+        row("m4", None),
+        row("m5", math.inf),
     ]
-    assert [r.label for r in ordered(rows)] == ["judge", "m11", "m3", "m1", "m2", "m10"]
+    assert [r.label for r in ordered(rows)] == ["m5", "judge", "m11", "m3", "m1", "m2", "m10", "m4"]
     assert sorted(["m10", "m2", "m1", "m20", "a"], key=natural_key) == ["a", "m1", "m2", "m10", "m20"]
 
 

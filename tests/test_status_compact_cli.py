@@ -53,6 +53,19 @@ def test_status_then_compact_then_report_from_parquet(
     calls = load_call_records(out)
     assert sum(float(r[3]) for r in rows.values()) == pytest.approx(calls["cost_usd"].sum(), abs=1e-3)
 
+    # A summary that still says "running" but was last written long ago: no sweep runs any more.
+    path = out / "summary.json"
+    good = path.read_bytes()
+    stale = summary | {"status": "running", "updated_at": summary["updated_at"] - 3600}
+    path.write_text(json.dumps(stale))
+    assert cli(capsys, "status", str(out))[1].splitlines()[0].endswith("| not running")
+    path.write_text(
+        json.dumps(stale | {"progress": summary["progress"] | {"limits": {"alpha": {"rpm": "x"}}}})
+    )
+    assert main(["status", str(out)]) == 2
+    assert f"{path}: progress.limits.alpha.rpm: expected an integer or null" in capsys.readouterr().err
+    path.write_bytes(good)
+
     code, before = cli(capsys, "report", str(out), "--format", "json")
     assert code == 0 and json.loads(before)
     code, said = cli(capsys, "compact", str(out))
