@@ -28,7 +28,7 @@ T = TypeVar("T")
 PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
 SAMPLE_EVERY_S = 1.0  # how often the plain mode samples the totals (the rates need samples)
 RICH_EVERY_S = 0.5  # how often the live table is redrawn
-# The walk (eta.outlook) is redone at most every ETA_EVERY_S, and never more often than COST_SHARE of
+# The walk (walk.outlook) is redone at most every ETA_EVERY_S, and never more often than COST_SHARE of
 # the time; the view as a whole waits at least 1 / VIEW_SHARE times what its last refresh cost. With
 # 200 models a refresh costs about 15 ms and a walk a few (perf/progress_perf.py): the view must not
 # slow the sweep, whatever the number of models.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ifsweep.runner.board import Board, EndpointRow, Totals, ordered
-from ifsweep.runner.eta import Capacity, Lane, Outlook, capacity, outlook, scaled
+from ifsweep.runner.eta import Capacity, Lane, Outlook, capacity, scaled
 from ifsweep.runner.workload import BenchShape, Tally, calls_left, lanes_of
 
 
@@ -147,6 +147,9 @@ class Reading:
         return None if pace is None else pace.latency_s
 
     def outlook(self, lanes: list[Lane]) -> Outlook:
+        # Imported here for start-up time: the walk needs numpy (about 0.1 s), the CLI does not.
+        from ifsweep.runner.walk import outlook
+
         plan = self.plan
         if plan is None:
             return Outlook(None)

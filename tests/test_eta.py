@@ -1,6 +1,6 @@
-"""The ETA's pure parts: capacities, the walk over phases (runner/eta.py), rates over a window
-(runner/pace.py), what is left of a (model, benchmark) (runner/workload.py), and the live state's ETA
-on an injected clock."""
+"""The ETA's pure parts: capacities (runner/eta.py), the walk over phases (runner/walk.py), rates
+over a window (runner/pace.py), what is left of a (model, benchmark) (runner/workload.py), and the
+live state's ETA on an injected clock."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import math
 import pytest
 
 from ifsweep.providers import EndpointStats
-from ifsweep.runner.eta import INF, Capacity, Lane, Phase, capacity, outlook, scaled, waterfill
+from ifsweep.runner.eta import INF, Capacity, Lane, Phase, capacity, scaled
 from ifsweep.runner.pace import MIN_SPAN_S, Window
 from ifsweep.runner.pipeline import Counters
 from ifsweep.runner.progress import ProgressState
 from ifsweep.runner.reading import SweepPlan
+from ifsweep.runner.walk import outlook, waterfill
 from ifsweep.runner.workload import BenchShape, Tally, lanes_of, phase_of, token_means
 
 
