@@ -27,6 +27,23 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return code, captured.out, captured.err
 
 
+def import_files(
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    files: list[Path],
+    out: Path,
+    data: Path,
+    scoring: str,
+    *options: str,
+) -> str:
+    """`ifsweep import` must succeed; its summary line."""
+    opts = [arg for option in options for arg in ("--option", option)]
+    args = [*map(str, files), "--out", str(out), "--data", str(data), "--scoring", scoring, *opts]
+    code, text, err = run_cli(capsys, "import", name, *args)
+    assert code == 0, err
+    return text
+
+
 def verdicts(run_dir: Path) -> list[dict[str, Any]]:
     with RunStore.open(run_dir, writer_id="reader") as store:
         return list(store.iter_records({"verdict"}))
@@ -68,8 +85,7 @@ def test_cfbench_instances_with_one_prompt_import_a_verdict_each(
     path = tmp_path / "m_eval.json"
     path.write_text(json.dumps(stored, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "run"
-    code, text, err = run_cli(capsys, "import", "cfbench", str(path), "--out", str(out), "--data", str(data))
-    assert code == 0, err
+    text = import_files(capsys, "cfbench", [path], out, data, "paper")
     assert "2 scored, 0 errors" in text
     got = {v["instance_id"]: v for v in verdicts(out)}
     assert sorted(got) == ["988", "989"]
@@ -119,6 +135,10 @@ def _write_followbench_outputs(root: Path, model: str, insts: list[Instance], pr
         _lines(root / "gpt4_discriminative_eval_output" / model / f"{category}_constraint.jsonl", replies)
 
 
+def _fb_folders(root: Path) -> list[Path]:
+    return [root / "api_output_vllm", root / "gpt4_discriminative_eval_output"]
+
+
 def test_followbench_imports_vllm_answer_files_that_name_the_prompt_prompt(
     tmp_path: Path, shared_benchmarks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -128,22 +148,9 @@ def test_followbench_imports_vllm_answer_files_that_name_the_prompt_prompt(
     insts = list(benchmarks.get("followbench").load(data, options))
     _write_followbench_outputs(tmp_path, "llama", insts, "prompt")
     out = tmp_path / "run"
-    code, text, err = run_cli(
-        capsys,
-        "import",
-        "followbench",
-        str(tmp_path / "api_output_vllm"),
-        str(tmp_path / "gpt4_discriminative_eval_output"),
-        "--out",
-        str(out),
-        "--data",
-        str(data),
-        "--scoring",
-        "reference",
-        "--option",
-        "categories=content,format",
+    text = import_files(
+        capsys, "followbench", _fb_folders(tmp_path), out, data, "reference", "categories=content,format"
     )
-    assert code == 0, err
     assert f"imported {len(insts)} answers of 1 models" in text and "0 errors" in text
     got = {v["instance_id"]: v for v in verdicts(out)}
     assert len(got) == len(insts) == 275
@@ -163,24 +170,16 @@ def test_chinese_followbench_imports_as_its_own_benchmark(
     insts = list(benchmarks.get("followbench").load(data, options))
     _write_followbench_outputs(tmp_path, "qwen", insts, "prompt_new")
     out = tmp_path / "run"
-    code, text, err = run_cli(
+    text = import_files(
         capsys,
-        "import",
         "followbench",
-        str(tmp_path / "api_output_vllm"),
-        str(tmp_path / "gpt4_discriminative_eval_output"),
-        "--out",
-        str(out),
-        "--data",
-        str(data),
-        "--scoring",
+        _fb_folders(tmp_path),
+        out,
+        data,
         "reference",
-        "--option",
         "language=zh",
-        "--option",
         "categories=format",
     )
-    assert code == 0, err
     assert "150 scored, 0 errors" in text
     got = verdicts(out)
     assert {v["benchmark"] for v in got} == {"followbench-zh"}
@@ -266,19 +265,7 @@ def test_eifbench_points_without_a_reply_are_skipped_in_reference_mode(
     _lines(path, lines)
 
     out = tmp_path / "ref"
-    code, text, err = run_cli(
-        capsys,
-        "import",
-        "eifbench",
-        str(path),
-        "--out",
-        str(out),
-        "--data",
-        str(data),
-        "--scoring",
-        "reference",
-    )
-    assert code == 0, err
+    text = import_files(capsys, "eifbench", [path], out, data, "reference")
     assert "imported 2 answers of 1 models" in text and "2 scored, 0 errors" in text
     kept = {
         first.instance_id: {k: v for k, v in value[first.instance_id].items() if k not in (0, 1, 2)},
@@ -298,19 +285,7 @@ def test_eifbench_points_without_a_reply_are_skipped_in_reference_mode(
 
     # Paper mode: a task with a point it cannot read is not scored at all, and coverage says so.
     paper = tmp_path / "paper"
-    code, text, err = run_cli(
-        capsys,
-        "import",
-        "eifbench",
-        str(path),
-        "--out",
-        str(paper),
-        "--data",
-        str(data),
-        "--scoring",
-        "paper",
-    )
-    assert code == 0, err
+    text = import_files(capsys, "eifbench", [path], paper, data, "paper")
     assert "imported 3 answers of 1 models" in text and "1 scored, 2 errors" in text
     got = {v["instance_id"]: v for v in verdicts(paper)}
     missing = {r["constraint_idx"] for r in got[first.instance_id]["rows"] if r["status"] == "error"}

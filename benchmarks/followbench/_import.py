@@ -4,7 +4,7 @@ Both kinds are JSON Lines of `{"prompt_new": ..., "choices": [{"message": {"cont
 - the model's answers, `api_output/<model>_<category>_constraint.jsonl` or
   `api_output/<model>/<category>_constraint.jsonl`: the prompt is the row's instruction, the content is
   the answer. English answers may name the prompt `prompt` instead: code/model_inference_vllm.py writes
-  `prompt`, and code/utils.py (`data_match_api_output`, line 38 at the pinned commit) matches on it,
+  `prompt`, and code/utils.py (`data_match_api_output`, line 40 at the pinned commit) matches on it,
   while code/model_inference.py and code_zh write `prompt_new`. Either is accepted; a line with both
   uses the one its language's matcher reads (`prompt` in English, `prompt_new` in Chinese);
 - the judge's replies, `gpt4_discriminative_eval_output/<model>_<category>_constraint.jsonl`, or
