@@ -157,7 +157,7 @@ def import_reference(
     try:
         anyio.run(replay)
         store.flush()
-        check_verdicts(store, pairs)
+        check_verdicts(store, lambda: pairs)
     finally:
         store.close()
     done = sum(c.done for c in counters.values())

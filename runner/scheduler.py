@@ -86,8 +86,23 @@ def pairs_for(work: Work, spec: EndpointSpec, keep: Keep) -> Iterator[tuple[Benc
     """One model's pairs in a deterministic order, lazily: nothing per pair is held in advance."""
     for job, instances in work.jobs:
         for inst in instances:
-            if keep is None or keep(partition_key(spec, inst)):
+            if _kept(keep, spec, inst):
                 yield job, inst
+
+
+def all_pairs(
+    work: Work, specs: Sequence[EndpointSpec], keep: Keep
+) -> Iterator[tuple[EndpointSpec, BenchJob, Instance]]:
+    """Every model's pairs, reading each spooled instance once for all models."""
+    for job, instances in work.jobs:
+        for inst in instances:
+            for spec in specs:
+                if _kept(keep, spec, inst):
+                    yield spec, job, inst
+
+
+def _kept(keep: Keep, spec: EndpointSpec, inst: Instance) -> bool:
+    return keep is None or keep(partition_key(spec, inst))
 
 
 def partition_key(spec: EndpointSpec, inst: Instance) -> str:
@@ -168,9 +183,9 @@ def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict
     for spec in specs:
         for job, instances in work.jobs:
             counters[(spec.label, job.cfg.label)] = Counters(planned=len(instances) if keep is None else 0)
-        if keep is not None:
-            for job, _inst in pairs_for(work, spec, keep):
-                counters[(spec.label, job.cfg.label)].planned += 1
+    if keep is not None:
+        for spec, job, _inst in all_pairs(work, specs, keep):
+            counters[(spec.label, job.cfg.label)].planned += 1
     return counters
 
 

@@ -43,8 +43,8 @@ from ifsweep.runner.scheduler import (
     StopControl,
     SweepStatus,
     Work,
+    all_pairs,
     count_planned,
-    pairs_for,
     run_models,
 )
 from ifsweep.runner.shards import DiskFullError
@@ -193,7 +193,7 @@ async def run_sweep(
             status, message = "failed", "some pairs did not finish"
         if status == "complete":
             try:
-                check_verdicts(store, _planned(pipeline, cfg, work, keep))
+                check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
             except IncompleteVerdicts as e:
                 status, message = "failed", str(e)
         try:
@@ -212,9 +212,8 @@ async def run_sweep(
 
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
-    for spec in cfg.models:
-        for job, inst in pairs_for(work, spec, keep):
-            yield planned(pipeline, spec, job, inst)
+    for spec, job, inst in all_pairs(work, cfg.models, keep):
+        yield planned(pipeline, spec, job, inst)
 
 
 @contextlib.contextmanager

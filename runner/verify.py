@@ -8,8 +8,10 @@ constraints its benchmark leaves unscored) do not account for every constraint.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+import numpy as np
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import EndpointSpec
@@ -56,23 +58,41 @@ def planned(
     return Planned(key, spec.label, job.cfg.label, inst)
 
 
-def check_verdicts(store: RunStore, pairs: Iterable[Planned]) -> None:
-    """Raise IncompleteVerdicts unless every pair in `pairs` has its own complete verdict record."""
-    owner: dict[str, str] = {}
+def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> None:
+    """Raise IncompleteVerdicts unless every pair `pairs()` yields has its own complete verdict record.
+    `pairs` is asked again only to name the pairs that share a key. Memory: 16 bytes a pair."""
+    raw = bytearray()
     problems: list[str] = []
     count = 0
-    for p in pairs:
+    for p in pairs():
         count += 1
-        who = f"{p.model} / {p.benchmark} / {p.instance.instance_id}"
-        if p.key in owner:
-            problems.append(f"{who}: shares its verdict key with {owner[p.key]}")
-            continue
-        owner[p.key] = who
+        raw += bytes.fromhex(p.key)
         problem = _record_problem(store, p)
         if problem is not None:
-            problems.append(f"{who}: {problem}")
+            problems.append(f"{_who(p)}: {problem}")
+    shared = _shared_keys(raw)
+    if shared:
+        owners: dict[str, list[str]] = {}
+        for p in pairs():
+            if p.key in shared:
+                owners.setdefault(p.key, []).append(_who(p))
+        for who in owners.values():
+            problems += [f"{w}: shares its verdict key with {who[0]}" for w in who[1:]]
     if problems:
         raise IncompleteVerdicts(problems, count)
+
+
+def _who(p: Planned) -> str:
+    return f"{p.model} / {p.benchmark} / {p.instance.instance_id}"
+
+
+def _shared_keys(raw: bytearray) -> set[str]:
+    """The keys (hex) that occur more than once among the 16-byte keys packed in `raw`."""
+    if not raw:
+        return set()
+    keys = np.frombuffer(bytes(raw), dtype=np.uint64).reshape(-1, 2)
+    found, counts = np.unique(keys, axis=0, return_counts=True)
+    return {found[i].tobytes().hex() for i in np.flatnonzero(counts > 1)}
 
 
 def _record_problem(store: RunStore, p: Planned) -> str | None:

@@ -187,7 +187,7 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
         )
         pairs = [planned(pipeline, spec, job, i) for i in insts]
         with pytest.raises(IncompleteVerdicts, match=r"(?s)3 of 3 planned .*no verdict record"):
-            check_verdicts(store, pairs)
+            check_verdicts(store, lambda: pairs)
 
         def verdict(key: str, instance_id: str, rows: int, skipped: int = 0) -> dict[str, object]:
             row = {"constraint_idx": 0, "status": "ok", "satisfied": True}
@@ -208,7 +208,7 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
         store.append(verdict(pairs[1].key, insts[2].instance_id, n[1]))  # someone else's record
         store.append(verdict(pairs[2].key, insts[2].instance_id, n[2] - 1))  # a row short
         with pytest.raises(IncompleteVerdicts) as info:
-            check_verdicts(store, [*pairs, pairs[0]])
+            check_verdicts(store, lambda: [*pairs, pairs[0]])
         assert info.value.problems == [
             f"m / cfbench / {insts[1].instance_id}: its verdict key holds the record of "
             f"('m', 'cfbench', '{insts[2].instance_id}')",
@@ -218,7 +218,7 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
         ]
         store.append(verdict(pairs[1].key, insts[1].instance_id, n[1] - 1, skipped=1))
         store.append(verdict(pairs[2].key, insts[2].instance_id, n[2]))
-        check_verdicts(store, pairs)  # rows plus the constraints left unscored account for every one
+        check_verdicts(store, lambda: pairs)  # rows plus the constraints left unscored account for every one
 
 
 # ------------------------------------------------------------------------------ older run directories
