@@ -132,8 +132,11 @@ class Pipeline:
             return "cached"
         gen = await self._generation(endpoint, job, inst, gen_key, c)
         if gen["status"] == "error":
-            rows = [_row(con.idx, inst, None, "judge", "error") for con in inst.constraints]
-            rows = [r for r in rows if r["constraint_idx"] not in unscored]
+            rows = [
+                _row(con.idx, inst, None, "judge", "error")
+                for con in inst.constraints
+                if con.idx not in unscored
+            ]
             self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error")
             c.errors += 1
             return "error"

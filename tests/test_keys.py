@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -257,3 +259,19 @@ def test_an_import_into_a_directory_of_older_records_is_refused(
     assert main(["import", "cfbench", str(eval_file), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "record version 1" in err and "new directory" in err
+
+
+def test_the_fast_path_identity_does_not_import_litellm() -> None:
+    """A resume on an OpenAI-compatible server must not pay litellm's import to compute its keys."""
+    code = (
+        "import sys\n"
+        "from ifsweep.providers.records import EndpointSpec\n"
+        "from ifsweep.runner.keys import endpoint_identity\n"
+        "spec = EndpointSpec(label='m', model='hosted_vllm/ckpt', api_base='http://127.0.0.1:9/v1')\n"
+        "assert endpoint_identity(spec)['path'] == 'fast'\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "False"
