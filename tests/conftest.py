@@ -51,5 +51,5 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with running(paths.server, paths.gguf, log, ServerShape(ctx=16384, slots=4, threads=2)) as server:
+    with running(paths.server, paths.gguf, log, ServerShape(ctx=16384, slots=4, threads=1)) as server:
         yield server

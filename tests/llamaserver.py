@@ -32,16 +32,21 @@ PR_SET_PDEATHSIG = 1
 
 @dataclass(frozen=True)
 class ServerShape:
-    """Context and slots: each slot gets ctx // slots tokens (16,384 / 4 = 4,096)."""
+    """Context and slots: each slot gets ctx // slots tokens (16,384 / 4 = 4,096).
+
+    One thread: on 2 cores that the test process (and anything else) also uses, llama.cpp's threads wait
+    on each other at every step; measured with 4 parallel 64-token requests while the machine was busy,
+    2 threads took 4-21 s and 1 thread 3-7 s.
+    """
 
     ctx: int = 16384
     slots: int = 4
-    threads: int = 2
+    threads: int = 1
 
 
 @dataclass(frozen=True)
 class ServerCounters:
-    slot_tasks: tuple[int, ...]  # the task id each slot last took (-1: none yet)
+    slot_tasks: tuple[int, ...]  # the task id each slot last took (-1: none yet; /slots omits the field)
     prompt_tokens: int
     predicted_tokens: int
     decodes: int
@@ -127,7 +132,7 @@ class LlamaServer:
         metrics = dict(re.findall(r"^llamacpp:(\w+) ([0-9.e+-]+)$", text, flags=re.MULTILINE))
         slots = self.get_json("/slots")
         return ServerCounters(
-            slot_tasks=tuple(int(s["id_task"]) for s in sorted(slots, key=lambda s: int(s["id"]))),
+            slot_tasks=tuple(int(s.get("id_task", -1)) for s in sorted(slots, key=lambda s: int(s["id"]))),
             prompt_tokens=int(float(metrics["prompt_tokens_total"])),
             predicted_tokens=int(float(metrics["tokens_predicted_total"])),
             decodes=int(float(metrics["n_decode_total"])),
@@ -142,6 +147,8 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait()
         self._reader.join(STOP_TIMEOUT_S)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self._log.close()
 
 

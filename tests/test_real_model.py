@@ -29,7 +29,7 @@ from ifsweep.runner.cli import main
 
 pytestmark = pytest.mark.real_model
 
-LIMITS = {"followbench": 3, "infobench": 2, "cfbench": 2, "eifbench": 1}
+LIMITS = {"followbench": 3, "infobench": 2, "cfbench": 1, "eifbench": 1}
 PATHS = ("fast", "litellm")
 MODEL, JUDGE = "smollm2", "smollm2-judge"
 # One string for model and judge: the server serves one model whatever the request names.
