@@ -50,6 +50,11 @@ class Benchmark(Protocol):
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
         """Instances to generate for, in file order, filtered by `options`. Raises DataError."""
 
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        """The name a table with these options reports under, the `benchmark` of its instances: `name`,
+        or `name-<language>` for a language other than the benchmark's first (FollowBench Chinese is
+        "followbench-zh"), so that both languages run in one sweep and report as separate rows."""
+
     def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
         """Rule values for rule-scored constraints and judge tasks for the rest."""
 
@@ -93,6 +98,13 @@ class SupportsImport(Protocol):
     """Benchmarks whose reference tools' output files `ifsweep import` can read."""
 
     def read_reference_outputs(
-        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
-        """Each stored (model, instance, response, judge replies). Raises DataError on a bad file."""
+        """Each stored (model, instance, response, judge replies). Raises DataError on a bad file.
+        `mode` is the scoring the import is for: where the reference reads its files by rules of its
+        own (EIFBench), reference mode follows them."""

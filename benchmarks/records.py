@@ -121,9 +121,12 @@ class DataError(ValueError):
 @dataclass(frozen=True, slots=True)
 class ImportedResult:
     """One model's answer to one instance, with the judge replies a reference tool stored for it.
-    `replies[(task_idx, turn_idx)]` is the judge's reply to that turn of `plan(...).judge_tasks`."""
+    `replies[(task_idx, turn_idx)]` is the judge's reply to that turn of `plan(...).judge_tasks`.
+    `unscored`: constraints the reference's scoring leaves out (EIFBench's 8_metric.py skips a point
+    without a reply); a reference-mode import gives them no row instead of an error."""
 
     model: str
     instance: Instance
     response: str
     replies: Mapping[tuple[int, int], str]
+    unscored: frozenset[int] = frozenset()

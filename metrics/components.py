@@ -60,6 +60,16 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "n": pl.Int64(),
 }
 
+# A point estimate a benchmark computes in its reference's own arithmetic (CFBench reference mode rounds
+# each mean to 2 decimals), replacing the one the tree gives for that statistic.
+FINAL_SCHEMA: dict[str, pl.DataType] = {
+    "benchmark": pl.String(),
+    "model": pl.String(),
+    "metric": pl.String(),
+    "slice": pl.String(),
+    "final": pl.Float64(),
+}
+
 SEEN_SCHEMA: dict[str, pl.DataType] = {
     "benchmark": pl.String(),
     "model": pl.String(),
@@ -152,14 +162,21 @@ def _no_instances() -> pl.LazyFrame:
     return pl.LazyFrame(schema=SEEN_SCHEMA)
 
 
+def _no_finals() -> pl.LazyFrame:
+    return pl.LazyFrame(schema=FINAL_SCHEMA)
+
+
 @dataclass(frozen=True, slots=True)
 class Components:
     """A benchmark's statistics: leaf families, parent edges (PARENT_SCHEMA, one row per (parent stat,
-    child slice)), and `seen`, every instance with whether it was kept (SEEN_SCHEMA), for coverage."""
+    child slice)), `seen`, every instance with whether it was kept (SEEN_SCHEMA), for coverage, and
+    `finals`, point estimates that replace the tree's (FINAL_SCHEMA; intervals still come from the
+    tree's units)."""
 
     leaves: tuple[Leaf, ...] = ()
     parents: pl.LazyFrame = field(default_factory=_no_parents)
     seen: pl.LazyFrame = field(default_factory=_no_instances)
+    finals: pl.LazyFrame = field(default_factory=_no_finals)
 
     @staticmethod
     def concat(parts: list[Components]) -> Components:
@@ -167,6 +184,7 @@ class Components:
             tuple(leaf for p in parts for leaf in p.leaves),
             pl.concat([_no_parents(), *(p.parent_edges() for p in parts)]),
             pl.concat([_no_instances(), *(_typed(p.seen, SEEN_SCHEMA) for p in parts)]),
+            pl.concat([_no_finals(), *(_typed(p.finals, FINAL_SCHEMA) for p in parts)]),
         )
 
     def parent_edges(self) -> pl.LazyFrame:
@@ -188,14 +206,16 @@ def split_slice() -> pl.Expr:
 
 def point_estimates(c: Components) -> pl.DataFrame:
     """RESULT_SCHEMA rows for every statistic of `c`, sorted by STAT_KEY."""
-    sums, parents = pl.collect_all([c.sums(), c.parent_edges()])
-    return estimates(sums, parents)
+    sums, parents, finals = pl.collect_all([c.sums(), c.parent_edges(), c.finals])
+    return estimates(sums, parents, finals)
 
 
-def estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
+def estimates(
+    leaves: pl.DataFrame, parents: pl.DataFrame, finals: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Evaluate leaves (per-unit rows or `Leaf.sums` rows: both carry STAT_KEY, num and den) and then
-    each parent layer in order. n is sum(den) for a leaf (instances, groups or rows) and the number of
-    children for a parent."""
+    each parent layer in order; a statistic in `finals` takes its value from there. n is sum(den) for a
+    leaf (instances, groups or rows) and the number of children for a parent."""
     values = leaves.group_by(list(STAT_KEY)).agg(
         (ordered_sum("num") / ordered_sum("den")).alias("value"),
         pl.col("den").sum().round().cast(pl.Int64).alias("n"),
@@ -213,4 +233,10 @@ def estimates(leaves: pl.DataFrame, parents: pl.DataFrame) -> pl.DataFrame:
             .agg((ordered_sum("value") / pl.len()).alias("value"), pl.len().cast(pl.Int64).alias("n"))
         )
         values = pl.concat([values, derived.select(values.columns)])
+    if finals is not None and finals.height:
+        values = (
+            values.join(finals.cast(pl.Schema(FINAL_SCHEMA)), on=list(STAT_KEY), how="left")
+            .with_columns(pl.coalesce("final", "value").alias("value"))
+            .drop("final")
+        )
     return values.select(list(RESULT_SCHEMA)).cast(pl.Schema(RESULT_SCHEMA)).sort(list(STAT_KEY))

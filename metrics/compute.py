@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import polars as pl
@@ -11,7 +12,7 @@ from ifsweep.metrics.cfbench import cfbench_components
 from ifsweep.metrics.components import STAT_KEY, Components, estimates
 from ifsweep.metrics.coverage import coverage_leaf
 from ifsweep.metrics.eifbench import eifbench_components
-from ifsweep.metrics.followbench import followbench_components
+from ifsweep.metrics.followbench import LANGUAGE_BENCHMARKS, followbench_components
 from ifsweep.metrics.infobench import infobench_components
 from ifsweep.metrics.instances import materialized
 from ifsweep.metrics.schema import VerdictError, describe_problem, first_problem
@@ -19,7 +20,7 @@ from ifsweep.metrics.schema import VerdictError, describe_problem, first_problem
 COMPONENTS: dict[str, Callable[[pl.DataFrame], Components]] = {
     "cfbench": cfbench_components,
     "eifbench": eifbench_components,
-    "followbench": followbench_components,
+    **{name: functools.partial(followbench_components, benchmark=name) for name in LANGUAGE_BENCHMARKS},
     "infobench": infobench_components,
 }
 
@@ -31,7 +32,7 @@ def all_components(rows: pl.LazyFrame | pl.DataFrame) -> Components:
     if problem.height:
         raise VerdictError(describe_problem(problem))
     c = Components.concat([build(frame) for build in COMPONENTS.values()])
-    return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen)
+    return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen, c.finals)
 
 
 def components_of(rows: pl.LazyFrame | pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -53,8 +54,8 @@ def compute_metrics(
     `ci` the seeded bootstrap percentile interval ci_low / ci_high. Sorted by benchmark, model,
     metric, slice."""
     c = all_components(rows)
-    sums, parents = pl.collect_all([c.sums(), c.parent_edges()])
-    out = estimates(sums, parents)
+    sums, parents, finals = pl.collect_all([c.sums(), c.parent_edges(), c.finals])
+    out = estimates(sums, parents, finals)
     if ci:
         intervals = bootstrap_intervals(
             c.per_unit().collect(), parents, resamples=resamples, seed=seed, confidence=confidence

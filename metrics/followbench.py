@@ -15,10 +15,12 @@ from ifsweep.metrics.components import Components, Leaf, point_estimates
 from ifsweep.metrics.instances import kept_expr, materialized, per_instance
 
 BENCHMARK = "followbench"
+# Each language reports as a benchmark of its own: "followbench" (English) and "followbench-zh".
+LANGUAGE_BENCHMARKS: tuple[str, ...] = ("followbench", "followbench-zh")
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
-def _instances(rows: pl.DataFrame) -> pl.DataFrame:
+def _instances(rows: pl.DataFrame, benchmark: str) -> pl.DataFrame:
     aggs = [
         kept_expr(),
         pl.col("satisfied").all().cast(pl.Float64).alias("hsr"),
@@ -27,7 +29,7 @@ def _instances(rows: pl.DataFrame) -> pl.DataFrame:
         pl.col("category").first(),
         pl.col("group_id").first(),
     ]
-    return per_instance(rows, BENCHMARK, aggs).collect()
+    return per_instance(rows, benchmark, aggs).collect()
 
 
 def _groups(inst: pl.DataFrame) -> pl.DataFrame:
@@ -93,9 +95,10 @@ def _parents(kept: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat(parents)
 
 
-def followbench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the FollowBench rows among `rows` (read into memory: see `materialized`)."""
-    inst = _instances(rows)
+def followbench_components(rows: pl.DataFrame, benchmark: str = BENCHMARK) -> Components:
+    """Statistics of the rows of `benchmark` (one FollowBench language) among `rows` (read into memory:
+    see `materialized`)."""
+    inst = _instances(rows, benchmark)
     kept = inst.filter(pl.col("kept")).lazy()
     groups = _groups(inst).lazy()
     leaves = [
@@ -116,6 +119,6 @@ def followbench_components(rows: pl.DataFrame) -> Components:
     return Components(tuple(leaves), _parents(kept, groups), inst.lazy())
 
 
-def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """HSR, SSR and CSL of FollowBench rows (other benchmarks' rows are ignored)."""
-    return point_estimates(followbench_components(materialized(rows, BENCHMARK)))
+def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame, benchmark: str = BENCHMARK) -> pl.DataFrame:
+    """HSR, SSR and CSL of one FollowBench language's rows (other benchmarks' rows are ignored)."""
+    return point_estimates(followbench_components(materialized(rows, benchmark), benchmark))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ifsweep.metrics.schema import METRIC_COLUMNS, VERDICT_SCHEMA, VerdictError
+from ifsweep.metrics.schema import METRIC_COLUMNS, OPTIONAL_COLUMNS, VERDICT_SCHEMA, VerdictError
 
 INSTANCE_KEY: list[str] = ["benchmark", "model", "instance_id"]
 
@@ -36,10 +36,15 @@ def materialized(rows: pl.LazyFrame | pl.DataFrame, benchmark: str | None = None
     optionally one benchmark's rows, in memory."""
     lf = as_lazy(rows)
     schema = lf.collect_schema()
-    missing = [c for c in _USED if c not in schema]
+    missing = [c for c in _USED if c not in schema and c not in OPTIONAL_COLUMNS]
     if missing:
         raise VerdictError(f"verdict rows: field '{missing[0]}': column missing")
-    lf = lf.select([pl.col(c).cast(VERDICT_SCHEMA[c]) for c in _USED])
+    lf = lf.select(
+        [
+            pl.col(c).cast(VERDICT_SCHEMA[c]) if c in schema else pl.lit(None, VERDICT_SCHEMA[c]).alias(c)
+            for c in _USED
+        ]
+    )
     if benchmark is not None:
         lf = lf.filter(pl.col("benchmark") == benchmark)
     # Reading the used columns into memory once is cheaper than letting each metric's plan re-read a

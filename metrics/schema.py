@@ -8,7 +8,10 @@ from typing import Any
 
 import polars as pl
 
-BENCHMARKS: tuple[str, ...] = ("cfbench", "eifbench", "followbench", "infobench")
+BENCHMARKS: tuple[str, ...] = ("cfbench", "eifbench", "followbench", "followbench-zh", "infobench")
+# "followbench-zh" is FollowBench's Chinese: scored by FollowBench's metrics, reported as a benchmark of
+# its own (the languages share instance ids and are never averaged together).
+SCORINGS: tuple[str, ...] = ("paper", "reference")
 STATUSES: tuple[str, ...] = ("ok", "unparsed", "error")
 SOURCES: tuple[str, ...] = ("rule", "judge")
 PRIORITIES: tuple[str, ...] = ("primary", "secondary")
@@ -18,6 +21,7 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "benchmark": pl.String(),
     "model": pl.String(),
     "judge": pl.String(),
+    "scoring": pl.String(),  # paper | reference; null (read as paper) in files written without it
     "instance_id": pl.String(),
     "group_id": pl.String(),
     "level": pl.Int64(),
@@ -37,6 +41,7 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
 METRIC_COLUMNS: tuple[str, ...] = (
     "benchmark",
     "model",
+    "scoring",
     "instance_id",
     "group_id",
     "level",
@@ -55,7 +60,11 @@ _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 # Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion.
 _REQUIRED = ("benchmark", "model", "instance_id", "constraint_idx", "source", "status")
-_REQUIRED_BY_BENCHMARK = {"followbench": ("group_id", "level", "category")}
+_REQUIRED_BY_BENCHMARK = {
+    name: ("group_id", "level", "category") for name in ("followbench", "followbench-zh")
+}
+# Columns a file may lack (written before they existed): read as null.
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"scoring"})
 
 
 class VerdictError(ValueError):
@@ -76,11 +85,16 @@ def _scan_one(path: Path, columns: Sequence[str] | None = None) -> pl.LazyFrame:
     suffix = path.suffix.lower()
     if suffix in _PARQUET_SUFFIXES:
         found = pl.read_parquet_schema(path)
-        missing = [c for c in wanted if c not in found]
+        missing = [c for c in wanted if c not in found and c not in OPTIONAL_COLUMNS]
         if missing:
             raise VerdictError(f"{path}: field '{missing[0]}': column missing from the Parquet file")
         # Casting lets shards written with Categorical or narrower ints share one schema.
-        return pl.scan_parquet(path).select([pl.col(c).cast(t, strict=True) for c, t in wanted.items()])
+        return pl.scan_parquet(path).select(
+            [
+                pl.col(c).cast(t, strict=True) if c in found else pl.lit(None, t).alias(c)
+                for c, t in wanted.items()
+            ]
+        )
     if suffix in _JSONL_SUFFIXES:
         return pl.scan_ndjson(path, schema=wanted)
     raise VerdictError(f"{path}: unknown verdict file type '{suffix}' (want .jsonl or .parquet)")
@@ -116,6 +130,9 @@ def problems_expr() -> pl.Expr:
         expr = expr.when(~pl.col(field).is_in(list(allowed))).then(
             pl.format("field '{}': '{}' is not one of {}", pl.lit(field), pl.col(field), pl.lit(str(allowed)))
         )
+    expr = expr.when(pl.col("scoring").is_not_null() & ~pl.col("scoring").is_in(list(SCORINGS))).then(
+        pl.format("field 'scoring': '{}' is not one of {}", pl.col("scoring"), pl.lit(str(SCORINGS)))
+    )
     expr = expr.when(pl.col("priority").is_not_null() & ~pl.col("priority").is_in(list(PRIORITIES))).then(
         pl.format("field 'priority': '{}' is not one of {}", pl.col("priority"), pl.lit(str(PRIORITIES)))
     )

@@ -276,11 +276,16 @@ def _cmd_bench_check(args: argparse.Namespace) -> int:
 def _cmd_import(args: argparse.Namespace) -> int:
     from ifsweep.runner.checking import parse_options
     from ifsweep.runner.importing import import_reference
+    from ifsweep.runner.verify import IncompleteVerdicts
 
     options = parse_options(args.option)
-    summary = import_reference(
-        args.benchmark, args.files, out=args.out, scoring=args.scoring, data=args.data, options=options
-    )
+    try:
+        summary = import_reference(
+            args.benchmark, args.files, out=args.out, scoring=args.scoring, data=args.data, options=options
+        )
+    except IncompleteVerdicts as e:
+        print(f"ifsweep: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     print(summary)
     return EXIT_OK
 

@@ -62,13 +62,9 @@ _VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
     "split": pl.String(),
     "rows": pl.List(_ROW_SCHEMA),
 }
-# One row per constraint: the metrics package's verdict schema, plus `scoring` after `judge` (a run may
-# score one benchmark in two modes over time, and rows must say which).
-VERDICT_COLUMNS: dict[str, pl.DataType] = {}
-for _name, _dtype in VERDICT_SCHEMA.items():
-    VERDICT_COLUMNS[_name] = _dtype
-    if _name == "judge":
-        VERDICT_COLUMNS["scoring"] = pl.String()
+# One row per constraint: the metrics package's verdict schema (its `scoring` says which mode decided a
+# row: a run may score one benchmark in two modes over time, and CFBench's reference mode rounds).
+VERDICT_COLUMNS: dict[str, pl.DataType] = dict(VERDICT_SCHEMA)
 CALL_COLUMNS: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "key": pl.String(),

@@ -69,6 +69,13 @@ class BenchmarkConfig:
     scoring: ScoringMode
     reask: int
     options: Mapping[str, Any] = field(default_factory=dict)  # benchmark-specific: language, split, ...
+    # The name rows, status, summaries and metrics give this table: `name`, or for a language other than
+    # the benchmark's first `name-<language>` (FollowBench Chinese: "followbench-zh"). Unique in a config.
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +124,16 @@ def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) 
     bench_cfgs = tuple(_benchmark(path, base, i, t, run.reask) for i, t in enumerate(benches))
     seen_bench: dict[str, int] = {}
     for i, b in enumerate(bench_cfgs):
-        if b.name in seen_bench:
-            # Rows are keyed by benchmark and instance id, so two tables would mix in the metrics.
+        if b.label in seen_bench:
+            # Rows are keyed by the table's report name and the instance id, so two tables of one name
+            # would mix in the metrics. FollowBench's languages have names of their own.
             raise ConfigError(
                 path,
                 f"benchmarks[{i}].name",
-                f"benchmark {b.name!r} is already listed as benchmarks[{seen_bench[b.name]}]; "
+                f"benchmark {b.label!r} is already listed as benchmarks[{seen_bench[b.label]}]; "
                 "run a second configuration (another output_dir) for other options",
             )
-        seen_bench[b.name] = i
+        seen_bench[b.label] = i
     specs = tuple(_endpoint(path, f"models[{i}]", t, check_env) for i, t in enumerate(models))
     ids: dict[str, int] = {}
     for i, s in enumerate(specs):
@@ -217,6 +225,7 @@ def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> Be
         scoring=scoring,
         reask=_nonneg_int(path, f"{where}.reask", t.get("reask", default_reask)),
         options=options,
+        label=bench.report_name(data_path, options),
     )
 
 

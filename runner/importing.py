@@ -1,8 +1,10 @@
 """`ifsweep import`: reference tools' output files -> a run directory that `report` reads.
 
-The stored answers and judge replies are replayed through the same pipeline a live run uses, by an
-endpoint that answers from the files instead of the network, so imported verdicts are scored by exactly
-the code that scores our own runs.
+The stored answers and judge replies are replayed through the same pipeline a live run uses, by
+endpoints that answer from the files instead of the network, so imported verdicts are scored by exactly
+the code that scores our own runs. Each (model, instance) is replayed on endpoints of its own, whose
+identity names the instance and the stored text: two instances with equal prompts keep their own answers,
+judge replies and verdicts, and a changed file is a new result rather than a stale cached one.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import anyio
 import orjson
 
 from ifsweep import benchmarks
-from ifsweep.benchmarks import DataError, ImportedResult, Message
+from ifsweep.benchmarks import Benchmark, DataError, ImportedResult, Message
 from ifsweep.providers.records import Completion, EndpointSpec
 from ifsweep.runner.config import BenchmarkConfig, ScoringMode
 from ifsweep.runner.errors import UsageError
+from ifsweep.runner.keys import Identity
+from ifsweep.runner.manifest import older_records
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.shards import RunStore, record_key
+from ifsweep.runner.verify import Planned, check_verdicts, planned
 
 
 def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:
@@ -45,6 +50,38 @@ class ReplayEndpoint:
         return Completion(status="ok" if reply else "empty", text=reply, path="fast")
 
 
+def replay_identity(spec: EndpointSpec) -> Identity:
+    """Where an imported reply came from: the file's record named in `api_base` (see `_endpoints`)."""
+    return {"provider": "import", "api_base": spec.api_base, "model": spec.model, "path": "replay"}
+
+
+def _endpoints(bench: Benchmark, job: BenchJob, r: ImportedResult) -> tuple[ReplayEndpoint, ReplayEndpoint]:
+    """The model and judge endpoints that replay `r`: their identity is the instance plus a hash of the
+    stored texts, so keys are per instance and a re-import of changed files scores the new texts."""
+    where = f"import:{job.cfg.label}/{r.instance.instance_id}"
+    model = ReplayEndpoint(
+        EndpointSpec(label=r.model, model=f"imported/{r.model}", api_base=f"{where}#{record_key(r.response)}")
+    )
+    model.add(r.instance.messages, r.response)
+    stored = sorted((task, turn, reply) for (task, turn), reply in r.replies.items())
+    judge = ReplayEndpoint(
+        EndpointSpec(
+            label="imported-judge",
+            model="imported/judge",
+            api_base=f"{where}/{r.model}#{record_key(stored)}",
+        )
+    )
+    for task in bench.plan(r.instance, r.response, job.cfg.scoring).judge_tasks:
+        earlier: tuple[str, ...] = ()
+        for t in range(len(task.turns)):
+            reply = r.replies.get((task.task_idx, t))
+            if reply is None:
+                break
+            judge.add(task.messages_for_turn(t, earlier), reply)
+            earlier = (*earlier, reply)
+    return model, judge
+
+
 def import_reference(
     name: str,
     files: list[Path],
@@ -56,7 +93,9 @@ def import_reference(
 ) -> str:
     """Replay the answers and judge replies stored in `files` (a reference tool's output) into the run
     directory `out`, scored in `scoring` mode; a one-line summary. A (model, instance) whose judge reply
-    is missing gets an error verdict, never a guessed one."""
+    is missing gets an error verdict, never a guessed one, unless the reference leaves that constraint
+    out of its scores (`ImportedResult.unscored`, reference mode only). Raises IncompleteVerdicts when a
+    replayed pair ends without a verdict of its own."""
     opts = dict(options or {})
     if name not in benchmarks.names():
         raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(benchmarks.names())}")
@@ -75,7 +114,7 @@ def import_reference(
         raise UsageError(f"{data}: no such file or folder")
     try:
         bench.validate_options(opts)
-        results: list[ImportedResult] = list(reader(files, data, opts))
+        results: list[ImportedResult] = list(reader(files, data, opts, mode=scoring))
     except DataError:
         raise
     except ValueError as e:
@@ -83,43 +122,47 @@ def import_reference(
         raise UsageError(str(e)) from None
     if not results:
         raise UsageError(f"{name}: no answers found in {', '.join(map(str, files))}")
+    out.mkdir(parents=True, exist_ok=True)
+    why = older_records(out)
+    if why is not None:
+        raise UsageError(f"--out {out}: {why}")
     job = BenchJob(
-        cfg=BenchmarkConfig(name=name, data=data, limit=None, scoring=scoring, reask=0, options=opts),
+        cfg=BenchmarkConfig(
+            name=name,
+            data=data,
+            limit=None,
+            scoring=scoring,
+            reask=0,
+            options=opts,
+            label=bench.report_name(data, opts),
+        ),
         bench=bench,
         template_version=bench.template_version(),
     )
-    judge = ReplayEndpoint(EndpointSpec(label="imported-judge", model="imported/judge"))
-    models: dict[str, ReplayEndpoint] = {}
-    for r in results:
-        ep = models.setdefault(
-            r.model, ReplayEndpoint(EndpointSpec(label=r.model, model=f"imported/{r.model}"))
-        )
-        ep.add(r.instance.messages, r.response)
-        for task in bench.plan(r.instance, r.response, scoring).judge_tasks:
-            earlier: tuple[str, ...] = ()
-            for t in range(len(task.turns)):
-                reply = r.replies.get((task.task_idx, t))
-                if reply is None:
-                    break
-                judge.add(task.messages_for_turn(t, earlier), reply)
-                earlier = (*earlier, reply)
-    out.mkdir(parents=True, exist_ok=True)
     store = RunStore.open(out, writer_id="import")
-    counters = {(m, name): Counters() for m in models}
-    pipeline = Pipeline(store=store, judge=judge, retry_errors=True, counters=counters)
+    counters = {(r.model, job.cfg.label): Counters() for r in results}
+    pairs: list[Planned] = []
 
     async def replay() -> None:
         for r in results:
-            counters[(r.model, name)].planned += 1
-            await pipeline.evaluate(models[r.model], job, r.instance)
+            model, judge = _endpoints(bench, job, r)
+            pipeline = Pipeline(
+                store=store, judge=judge, retry_errors=True, counters=counters, identify=replay_identity
+            )
+            unscored = r.unscored if scoring == "reference" else frozenset()
+            counters[(r.model, job.cfg.label)].planned += 1
+            await pipeline.evaluate(model, job, r.instance, unscored=unscored)
+            pairs.append(planned(pipeline, model.spec, job, r.instance, unscored))
 
     try:
         anyio.run(replay)
         store.flush()
+        check_verdicts(store, lambda: pairs)
     finally:
         store.close()
     done = sum(c.done for c in counters.values())
     errors = sum(c.errors for c in counters.values())
+    models = {r.model for r in results}
     return (
         f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored, {errors} errors"
     )

@@ -16,6 +16,9 @@ from typing import Any
 
 import orjson
 
+from ifsweep.runner.keys import KEY_SCHEMA
+from ifsweep.runner.shards import decode_record, parse_line, shard_files
+
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_SCHEMA",
@@ -25,12 +28,14 @@ __all__ = [
     "ManifestError",
     "ModelEntry",
     "compare",
+    "older_records",
     "read_manifest",
     "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_SCHEMA = 1
+# 2: result keys carry the endpoint and the instance (runner.keys.KEY_SCHEMA); models record their endpoint.
+MANIFEST_SCHEMA = 2
 
 
 class ManifestError(ValueError):
@@ -50,6 +55,8 @@ class BenchmarkEntry:
 class ModelEntry:
     model: str  # the provider model string
     params: Mapping[str, Any] = field(default_factory=dict)  # decoding params that shape the answers
+    # Where the answers come from (runner.keys.endpoint_identity): provider, api_base, model, path.
+    endpoint: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +100,18 @@ class Manifest:
         r = _Reader(source)
         top = r.table(d, "")
         schema = r.get(top, "", "schema", int)
+        if schema < MANIFEST_SCHEMA:
+            raise ManifestError(
+                f"{source}: this run directory was written by an older ifsweep (manifest schema {schema}). "
+                "Its results are stored under keys that left out the endpoint and the instance; this "
+                "version would not find them, would pay for every call again and would report each "
+                "instance twice. Start a new run (set another run.output_dir); `ifsweep report` and "
+                "`ifsweep status` still read this directory as it is."
+            )
         if schema != MANIFEST_SCHEMA:
             raise ManifestError(
-                f"{source}: field 'schema': this ifsweep reads version {MANIFEST_SCHEMA}, got {schema}"
+                f"{source}: field 'schema': this ifsweep reads version {MANIFEST_SCHEMA}, got {schema}; "
+                "a newer ifsweep wrote this run directory"
             )
         benches = {}
         for name, raw in r.table(top.get("benchmarks"), "benchmarks").items():
@@ -128,7 +144,7 @@ class Manifest:
 
 
 def _model_dict(m: ModelEntry) -> dict[str, Any]:
-    return {"model": m.model, "params": dict(m.params)}
+    return {"model": m.model, "params": dict(m.params), "endpoint": dict(m.endpoint)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +166,9 @@ class _Reader:
     def model(self, raw: object, where: str) -> ModelEntry:
         m = self.table(raw, where)
         return ModelEntry(
-            model=self.get(m, where, "model", str), params=self.table(m.get("params", {}), where)
+            model=self.get(m, where, "model", str),
+            params=self.table(m.get("params", {}), where),
+            endpoint=self.table(m.get("endpoint", {}), f"{where}.endpoint"),
         )
 
 
@@ -197,6 +215,8 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
             continue
         if nm.model != om.model:
             problems.append(f"model '{mid}': provider model changed from {om.model!r} to {nm.model!r}")
+        elif _canon(nm.endpoint) != _canon(om.endpoint):
+            problems.append(f"model '{mid}': endpoint changed: {_diff(om.endpoint, nm.endpoint)}")
         if _canon(nm.params) != _canon(om.params):
             problems.append(f"model '{mid}': params changed: {_diff(om.params, nm.params)}")
     if (old.judge is None) != (new.judge is None):
@@ -204,6 +224,8 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
     elif old.judge is not None and new.judge is not None:
         if old.judge.model != new.judge.model:
             problems.append(f"judge changed from {old.judge.model!r} to {new.judge.model!r}")
+        elif _canon(old.judge.endpoint) != _canon(new.judge.endpoint):
+            problems.append(f"judge endpoint changed: {_diff(old.judge.endpoint, new.judge.endpoint)}")
         elif _canon(old.judge.params) != _canon(new.judge.params):
             problems.append(f"judge params changed: {_diff(old.judge.params, new.judge.params)}")
     if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
@@ -270,3 +292,22 @@ def read_manifest(run_dir: Path) -> Manifest | None:
     except orjson.JSONDecodeError as e:
         raise ManifestError(f"{path}: not valid JSON: {e}") from None
     return Manifest.from_dict(raw, str(path))
+
+
+def older_records(run_dir: Path) -> str | None:
+    """Why RUN_DIR cannot take new results, when a shard holds records of an older key scheme (an
+    import directory has no manifest to say so); None when every shard starts with a current record.
+    Reads one line per shard: a writer that resumed appends after its own older lines."""
+    for _, _, path in shard_files(run_dir):
+        with open(path, "rb") as f:
+            line = f.readline().rstrip(b"\n")
+        if type(parse_line(line)) is not tuple:
+            continue  # a damaged first line: the store reports it when opened
+        version = decode_record(line).get("v")
+        if not isinstance(version, int) or version < KEY_SCHEMA:
+            return (
+                f"{path} holds results of an older ifsweep (record version {version}), stored under keys "
+                "that left out the endpoint and the instance: new results would not find them and "
+                "reports would count each instance twice. Write to a new directory instead."
+            )
+    return None

@@ -8,7 +8,7 @@ because each turn's key covers the whole conversation before it.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -17,10 +17,14 @@ import anyio
 
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
+from ifsweep.runner import keys
 from ifsweep.runner.config import BenchmarkConfig
-from ifsweep.runner.shards import RunStore, record_key
+from ifsweep.runner.keys import Identity, endpoint_identity
+from ifsweep.runner.shards import RunStore
 
 Outcome = Literal["done", "cached", "error", "skipped"]
+# The "v" of every record this module writes; 2 since keys carry the endpoint and the instance (runner.keys).
+RECORD_VERSION = keys.KEY_SCHEMA
 
 
 class SupportsComplete(Protocol):
@@ -63,42 +67,41 @@ class Pipeline:
     store: RunStore
     judge: SupportsComplete | None
     retry_errors: bool
-    counters: dict[tuple[str, str], Counters]  # (model label, benchmark)
+    counters: dict[tuple[str, str], Counters]  # (model label, benchmark table's report name)
+    # What an answer depends on besides the request (runner.keys); an import answers from files instead.
+    identify: Callable[[EndpointSpec], Identity] = endpoint_identity
+    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # generation keys being fetched
 
     # ------------------------------------------------------------------------------------------ keys
 
-    @staticmethod
-    def generation_key(spec: EndpointSpec, inst: Instance) -> str:
-        return record_key(
-            {"t": "gen", "model": spec.model, "params": dict(spec.params), "messages": _msgs(inst.messages)}
-        )
+    def generation_key(self, spec: EndpointSpec, inst: Instance) -> str:
+        return keys.generation_key(self.identify(spec), spec.params, _msgs(inst.messages))
 
-    def verdict_key(self, gen_key: str, spec: EndpointSpec, job: BenchJob) -> str:
+    def verdict_key(
+        self,
+        gen_key: str,
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        unscored: frozenset[int] = frozenset(),
+    ) -> str:
         judge = self.judge.spec if self.judge is not None else None
-        return record_key(
-            {
-                "t": "verdict",
-                "gen": gen_key,
-                "label": spec.label,
-                "judge": None if judge is None else {"model": judge.model, "params": dict(judge.params)},
-                "scoring": job.cfg.scoring,
-                "reask": job.cfg.reask,
-                "template": job.template_version,
-            }
+        return keys.verdict_key(
+            benchmark=job.cfg.label,
+            instance_id=inst.instance_id,
+            gen_key=gen_key,
+            model=spec.label,
+            judge=None if judge is None else (self.identify(judge), judge.params),
+            scoring=job.cfg.scoring,
+            reask=job.cfg.reask,
+            template=job.template_version,
+            unscored=unscored,
         )
 
     def _judge_key(self, messages: Sequence[Message], ask: int) -> str:
         assert self.judge is not None
         spec = self.judge.spec
-        return record_key(
-            {
-                "t": "judge",
-                "model": spec.model,
-                "params": dict(spec.params),
-                "messages": _msgs(messages),
-                "ask": ask,
-            }
-        )
+        return keys.judge_key(self.identify(spec), spec.params, _msgs(messages), ask)
 
     def _cached(self, key: str) -> dict[str, Any] | None:
         rec = self.store.get(key)
@@ -110,11 +113,20 @@ class Pipeline:
 
     # ------------------------------------------------------------------------------------------ stages
 
-    async def evaluate(self, endpoint: SupportsComplete, job: BenchJob, inst: Instance) -> Outcome:
+    async def evaluate(
+        self,
+        endpoint: SupportsComplete,
+        job: BenchJob,
+        inst: Instance,
+        *,
+        unscored: frozenset[int] = frozenset(),
+    ) -> Outcome:
+        """Score `inst` with `endpoint`'s answer into its own verdict record. `unscored` (imports only):
+        constraints the reference tool leaves out of its scores; they get no row and no judge call."""
         spec = endpoint.spec
-        c = self.counters[(spec.label, job.cfg.name)]
+        c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        v_key = self.verdict_key(gen_key, spec, job)
+        v_key = self.verdict_key(gen_key, spec, job, inst, unscored)
         cached = self._cached(v_key)
         if cached is not None:
             if cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
@@ -123,21 +135,13 @@ class Pipeline:
             c.cached += 1
             c.done += 1
             return "cached"
-        gen = self._cached(gen_key)
-        if gen is None:
-            completion = await endpoint.complete(_msgs(inst.messages))
-            gen = completion_record("generation", gen_key, completion) | {
-                "model": spec.label,
-                "benchmark": job.cfg.name,
-                "instance_id": inst.instance_id,
-            }
-            self.store.append(gen)
-            c.calls += 1
-            c.input_tokens += completion.input_tokens
-            c.output_tokens += completion.output_tokens
-            c.latency_s += completion.latency_s
+        gen = await self._generation(endpoint, job, inst, gen_key, c)
         if gen["status"] == "error":
-            rows = [_row(con.idx, inst, None, "judge", "error") for con in inst.constraints]
+            rows = [
+                _row(con.idx, inst, None, "judge", "error")
+                for con in inst.constraints
+                if con.idx not in unscored
+            ]
             self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error")
             c.errors += 1
             return "error"
@@ -148,24 +152,26 @@ class Pipeline:
         values: dict[int, tuple[bool | None, str, str]] = {
             idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
         }
-        if plan.judge_tasks:
+        values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
+        judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
+        if judge_tasks:
             if self.judge is None:
-                raise RuntimeError(f"{job.cfg.name} needs a [judge] for {inst.instance_id}")
-            results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in plan.judge_tasks]
+                raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
+            results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in judge_tasks]
 
             async def run_task(i: int, task: JudgeTask) -> None:
                 results[i] = await self._judge_task(job, spec, inst, task, c)
 
             try:
                 async with anyio.create_task_group() as tg:
-                    for i, task in enumerate(plan.judge_tasks):
+                    for i, task in enumerate(judge_tasks):
                         tg.start_soon(run_task, i, task)
             except BaseExceptionGroup as group:
                 # The budget running out under one judge task is the scheduler's signal to stop
                 # dispatching, not a failure: hand it on unwrapped, as a single call would.
                 raise _budget_only(group) or group from None
             for r in results:
-                values.update(r)
+                values.update({idx: v for idx, v in r.items() if idx not in unscored})
         rows = []
         status = "ok"
         for con in inst.constraints:
@@ -181,6 +187,41 @@ class Pipeline:
             return "error"
         c.done += 1
         return "done"
+
+    async def _generation(
+        self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
+    ) -> dict[str, Any]:
+        """The stored answer for `key`, or a fresh one. Instances with equal messages share the key: a
+        second asker waits for the call in flight and takes its record (an error included, which this
+        run just tried), instead of paying for the same answer twice."""
+        while True:
+            gen = self._cached(key)
+            if gen is not None:
+                return gen
+            pending = self._pending.get(key)
+            if pending is None:
+                break
+            await pending.wait()
+            gen = self.store.get(key)
+            if gen is not None:
+                return gen
+        done = self._pending[key] = anyio.Event()
+        try:
+            completion = await endpoint.complete(_msgs(inst.messages))
+            gen = completion_record("generation", key, completion) | {
+                "model": endpoint.spec.label,
+                "benchmark": job.cfg.label,
+                "instance_id": inst.instance_id,
+            }
+            self.store.append(gen)
+            c.calls += 1
+            c.input_tokens += completion.input_tokens
+            c.output_tokens += completion.output_tokens
+            c.latency_s += completion.latency_s
+            return gen
+        finally:
+            del self._pending[key]
+            done.set()
 
     async def _judge_task(
         self, job: BenchJob, spec: EndpointSpec, inst: Instance, task: JudgeTask, c: Counters
@@ -201,7 +242,7 @@ class Pipeline:
                     rec = completion_record("judgment", key, completion) | {
                         "judge": self.judge.spec.label,
                         "model": spec.label,
-                        "benchmark": job.cfg.name,
+                        "benchmark": job.cfg.label,
                         "instance_id": inst.instance_id,
                         "task_idx": task.task_idx,
                         "turn_idx": turn_idx,
@@ -250,13 +291,13 @@ class Pipeline:
     ) -> None:
         self.store.append(
             {
-                "v": 1,
+                "v": RECORD_VERSION,
                 "kind": "verdict",
                 "key": key,
                 "status": status,
                 "model": spec.label,
                 "judge": self.judge.spec.label if self.judge is not None else None,
-                "benchmark": job.cfg.name,
+                "benchmark": job.cfg.label,
                 "instance_id": inst.instance_id,
                 "group_id": inst.group_id,
                 "level": inst.level,
@@ -265,6 +306,9 @@ class Pipeline:
                 "gen_key": gen_key,
                 "scoring": job.cfg.scoring,
                 "rows": rows,
+                # Constraints left without a row by the benchmark's (or the reference's) rule: with the
+                # rows they account for every constraint, which check_verdicts verifies.
+                "skipped": len(inst.constraints) - len(rows),
                 "ts": time.time(),
             }
         )
@@ -283,7 +327,7 @@ def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
     return {
-        "v": 1,
+        "v": RECORD_VERSION,
         "kind": kind,
         "key": key,
         "status": c.status,
@@ -301,6 +345,11 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "usage_estimated": c.usage_estimated,
         "ts": time.time(),
     }
+
+
+def _decides_only(task: JudgeTask, idxs: frozenset[int]) -> bool:
+    """Whether every constraint `task` decides is among `idxs` (then nothing would use its replies)."""
+    return bool(idxs) and all(i in idxs for turn in task.turns for i in turn.constraint_idxs)
 
 
 def _fill(

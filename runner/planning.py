@@ -100,7 +100,7 @@ def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
             out.append(
                 Estimate(
                     model=spec.label,
-                    benchmark=job.cfg.name,
+                    benchmark=job.cfg.label,
                     calls=calls,
                     judge_calls=judge_calls,
                     input_tokens=tin + jin,
@@ -125,7 +125,7 @@ def _minutes(spec: EndpointSpec, calls: int, tokens: int) -> float | None:
 
 def render_estimate(rows: list[Estimate]) -> str:
     head = (
-        f"{'model':20s} {'benchmark':12s} {'calls':>7s} {'judge':>7s} {'tokens in':>10s} "
+        f"{'model':20s} {'benchmark':14s} {'calls':>7s} {'judge':>7s} {'tokens in':>10s} "
         f"{'tokens out':>17s} {'cost $':>19s} {'min*':>7s}"
     )
     lines = [head, "-" * len(head)]
@@ -140,7 +140,7 @@ def render_estimate(rows: list[Estimate]) -> str:
             hi += r.cost_high
         mins = "-" if r.minutes_by_limits is None else f"{r.minutes_by_limits:.1f}"
         lines.append(
-            f"{r.model[:20]:20s} {r.benchmark:12s} {r.calls:7d} {r.judge_calls:7d} {r.input_tokens:10d} "
+            f"{r.model[:20]:20s} {r.benchmark:14s} {r.calls:7d} {r.judge_calls:7d} {r.input_tokens:10d} "
             f"{r.output_low:8d}-{r.output_high:<8d} {cost:>19s} {mins:>7s}"
         )
     total = f"total cost ${lo:.4f}-${hi:.4f}" + (" (plus models with unknown prices)" if unknown else "")

@@ -88,12 +88,12 @@ def render_status(run_dir: Path) -> str:
         )
     except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
         raise UsageError(str(e)) from None
-    head = f"{'model':24s} {'benchmark':12s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
+    head = f"{'model':24s} {'benchmark':14s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
     lines = [*board, "", head, "-" * len(head)]
     for r in rows:
         planned = "?" if r.get("planned") is None else str(r["planned"])
         lines.append(
-            f"{str(r['model'])[:24]:24s} {r['benchmark']!s:12s} {planned:>8s} {r['done']:8d} "
+            f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
     return "\n".join(lines)

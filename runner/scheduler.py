@@ -23,6 +23,7 @@ import anyio
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import BudgetExhausted, EndpointSpec
 from ifsweep.runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
+from ifsweep.runner.keys import endpoint_identity, generation_key
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
 
 SweepStatus = Literal["complete", "budget_exhausted", "interrupted", "failed"]
@@ -88,8 +89,29 @@ def pairs_for(work: Work, spec: EndpointSpec, keep: Keep) -> Iterator[tuple[Benc
     """One model's pairs in a deterministic order, lazily: nothing per pair is held in advance."""
     for job, instances in work.jobs:
         for inst in instances:
-            if keep is None or keep(Pipeline.generation_key(spec, inst)):
+            if _kept(keep, spec, inst):
                 yield job, inst
+
+
+def all_pairs(
+    work: Work, specs: Sequence[EndpointSpec], keep: Keep
+) -> Iterator[tuple[EndpointSpec, BenchJob, Instance]]:
+    """Every model's pairs, reading each spooled instance once for all models."""
+    for job, instances in work.jobs:
+        for inst in instances:
+            for spec in specs:
+                if _kept(keep, spec, inst):
+                    yield spec, job, inst
+
+
+def _kept(keep: Keep, spec: EndpointSpec, inst: Instance) -> bool:
+    return keep is None or keep(partition_key(spec, inst))
+
+
+def partition_key(spec: EndpointSpec, inst: Instance) -> str:
+    """The pair's generation key: pairs that share an answer land in the same partition, so no two
+    processes pay for it."""
+    return generation_key(endpoint_identity(spec), spec.params, [m.as_dict() for m in inst.messages])
 
 
 async def run_models(
@@ -163,8 +185,8 @@ def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict
     counters: dict[tuple[str, str], Counters] = {}
     for spec in specs:
         for job, instances in work.jobs:
-            counters[(spec.label, job.cfg.name)] = Counters(planned=len(instances) if keep is None else 0)
-        if keep is not None:
-            for job, _inst in pairs_for(work, spec, keep):
-                counters[(spec.label, job.cfg.name)].planned += 1
+            counters[(spec.label, job.cfg.label)] = Counters(planned=len(instances) if keep is None else 0)
+    if keep is not None:
+        for spec, job, _inst in all_pairs(work, specs, keep):
+            counters[(spec.label, job.cfg.label)].planned += 1
     return counters

@@ -23,11 +23,13 @@ import orjson
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.config import ConfigError, SweepConfig
+from ifsweep.runner.keys import endpoint_identity
 from ifsweep.runner.manifest import (
     BenchmarkEntry,
     Manifest,
     ModelEntry,
     compare,
+    older_records,
     read_manifest,
     write_manifest,
 )
@@ -42,6 +44,7 @@ from ifsweep.runner.scheduler import (
     StopControl,
     SweepStatus,
     Work,
+    all_pairs,
     count_planned,
     run_models,
     worker_cap,
@@ -49,6 +52,7 @@ from ifsweep.runner.scheduler import (
 from ifsweep.runner.shards import DiskFullError
 from ifsweep.runner.spooled import SpooledInstances
 from ifsweep.runner.status import summary_name
+from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned
 from ifsweep.runner.workload import bench_shapes
 
 SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
@@ -76,7 +80,7 @@ def specs_of(cfg: SweepConfig) -> list[EndpointSpec]:
 def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
     """What the progress board and its ETA need to know of the sweep's shape."""
     return SweepPlan(
-        order=tuple(job.cfg.name for job, _ in work.jobs),
+        order=tuple(job.cfg.label for job, _ in work.jobs),
         shapes=bench_shapes(work),
         workers={s.label: worker_cap(s, cfg) for s in cfg.models},
         slots=cfg.run.concurrency,
@@ -212,6 +216,11 @@ async def run_sweep(
             message = "budget reached for " + ", ".join(sorted(stop.exhausted_models))
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
+        if status == "complete":
+            try:
+                check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
+            except IncompleteVerdicts as e:
+                status, message = "failed", str(e)
         try:
             store.flush()
         except DiskFullError as e:
@@ -225,6 +234,11 @@ async def run_sweep(
     finally:
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
             store.close()
+
+
+def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
+    for spec, job, inst in all_pairs(work, cfg.models, keep):
+        yield planned(pipeline, spec, job, inst)
 
 
 @contextlib.contextmanager
@@ -248,13 +262,13 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
     from ifsweep.runner.shards import record_key
 
     def entry(spec: EndpointSpec) -> ModelEntry:
-        return ModelEntry(model=spec.model, params=dict(spec.params))
+        return ModelEntry(model=spec.model, params=dict(spec.params), endpoint=endpoint_identity(spec))
 
     return Manifest(
         ifsweep_version=_version(),
         config_hash=record_key(dict(cfg.raw)),
         benchmarks={
-            job.cfg.name: BenchmarkEntry(
+            job.cfg.label: BenchmarkEntry(
                 data_hash=data_hash(_data_dir(job)),
                 template_version=job.template_version,
                 scoring=job.cfg.scoring,
@@ -302,6 +316,8 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
     """Refuse a resume that would mix settings; otherwise (re)write the manifest before any result."""
     new = build_manifest(cfg, work)
     old = read_manifest(run_dir)
+    if old is None and (why := older_records(run_dir)) is not None:
+        raise IncompatibleRun(why)
     if old is not None:
         verdict = compare(old, new)
         if not verdict.ok:

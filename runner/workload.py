@@ -65,7 +65,7 @@ def bench_shapes(work: Work) -> dict[str, BenchShape]:
             depth += load.judge_depth
             prompt += load.prompt_tokens
             judge_prompt += load.judge_prompt_tokens
-        out[job.cfg.name] = BenchShape(
+        out[job.cfg.label] = BenchShape(
             calls / max(n, 1), depth / max(n, 1), prompt / max(n, 1), judge_prompt / max(calls, 1)
         )
     return out

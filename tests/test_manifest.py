@@ -49,7 +49,11 @@ def test_write_read_round_trip_and_atomic_replace(tmp_path: Path) -> None:
     assert back == m
     assert back is not None and back.scoring_modes == ("paper", "reference")
     raw = orjson.loads(path.read_bytes())
-    assert raw["schema"] == 1 and raw["judge"] == {"model": "openai/gpt-4o", "params": {"temperature": 0.0}}
+    assert raw["schema"] == 2 and raw["judge"] == {
+        "model": "openai/gpt-4o",
+        "params": {"temperature": 0.0},
+        "endpoint": {},
+    }
     inode = os.stat(path).st_ino
     m2 = manifest(budget_usd=20.0)
     write_manifest(tmp_path, m2)
@@ -127,3 +131,32 @@ def test_bad_manifest_files_name_file_and_field(tmp_path: Path) -> None:
         path.write_bytes(orjson.dumps(d))
         with pytest.raises(ManifestError, match=re.escape(f"manifest.json: field '{field}'")):
             read_manifest(tmp_path)
+
+
+def _endpoint(base: str) -> dict[str, str]:
+    return {"provider": "hosted_vllm", "api_base": base, "model": "ckpt", "path": "fast"}
+
+
+def test_a_changed_endpoint_is_refused() -> None:
+    # The same model string served elsewhere gives other answers: resuming would give one model id two
+    # generations, hence two verdicts, for each instance.
+    old = manifest(models={"m": ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://a:8000/v1"))})
+    new = manifest(models={"m": ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://b:8000/v1"))})
+    problems = compare(old, new).problems
+    assert problems == ["model 'm': endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"]
+    judge_old = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://a:8000/v1")))
+    judge_new = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://b:8000/v1")))
+    assert compare(judge_old, judge_new).problems == [
+        "judge endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
+    ]
+
+
+def test_an_older_schema_is_refused_with_the_reason_and_the_way_out(tmp_path: Path) -> None:
+    d = manifest().to_dict()
+    d["schema"] = 1
+    (tmp_path / "manifest.json").write_bytes(orjson.dumps(d))
+    with pytest.raises(ManifestError) as info:
+        read_manifest(tmp_path)
+    text = str(info.value)
+    assert "written by an older ifsweep (manifest schema 1)" in text
+    assert "pay for every call again" in text and "another run.output_dir" in text

@@ -61,14 +61,15 @@ def call_lines(run_dir: Path) -> int:
     return sum(1 for _ in scan_shards(run_dir, [], kinds=("generation", "judgment")))
 
 
-def verdicts(run_dir: Path) -> dict[bytes, dict[str, Any]]:
-    """Newest verdict record per key, without the wall-clock field."""
-    out: dict[bytes, dict[str, Any]] = {}
+def verdicts(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Newest verdict record per (model, benchmark, instance), without the wall-clock field or the keys:
+    the baseline ran against another simulator, and keys name the server that answered."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for sl in scan_shards(run_dir, kinds=("verdict",)):
         rec = sl.record()
-        rec.pop("ts", None)
-        rec.pop("_c", None)
-        out[sl.key] = rec
+        for name in ("ts", "_c", "key", "gen_key"):
+            rec.pop(name, None)
+        out[(rec["model"], rec["benchmark"], rec["instance_id"])] = rec
     return out
 
 
@@ -121,7 +122,7 @@ def crash_chain(
 
 
 @pytest.fixture
-def baseline(tmp_path: Path) -> Iterator[dict[bytes, dict[str, Any]]]:
+def baseline(tmp_path: Path) -> Iterator[dict[tuple[str, str, str], dict[str, Any]]]:
     """Verdicts of the same sweep run once, uninterrupted, against a zero-latency simulator."""
     with SimulatorThread(SimConfig(seed=SEED)) as sim:
         out = tmp_path / "baseline"
@@ -133,7 +134,7 @@ def baseline(tmp_path: Path) -> Iterator[dict[bytes, dict[str, Any]]]:
 
 
 def test_sigkill_at_random_moments_then_resume_equals_an_uninterrupted_run(
-    tmp_path: Path, baseline: dict[bytes, dict[str, Any]]
+    tmp_path: Path, baseline: dict[tuple[str, str, str], dict[str, Any]]
 ) -> None:
     rng = random.Random(20261122)
     with SimulatorThread(SimConfig(seed=SEED, latency_ms=150, jitter_ms=20)) as sim:

@@ -36,6 +36,9 @@ class CFBench:
         check_known(self.name, options, self.options)
         wanted_splits(options)
 
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        return self.name  # one language
+
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
         return load_instances(data_dir, options)
 
@@ -67,6 +70,11 @@ class CFBench:
         return Path(__file__).resolve().parent / "fixtures"
 
     def read_reference_outputs(
-        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
         return read_reference_outputs(paths, data_dir, options)

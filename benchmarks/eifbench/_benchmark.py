@@ -41,6 +41,9 @@ class EIFBench:
         check_known(self.name, options, self.options)
         _scenario(options)
 
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        return self.name  # one language
+
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
         return load_instances(data_dir, _scenario(options))
 
@@ -77,6 +80,11 @@ class EIFBench:
         return FIXTURE_DIR
 
     def read_reference_outputs(
-        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
-        return _import.read_reference_outputs(paths, data_dir, _scenario(options))
+        return _import.read_reference_outputs(paths, data_dir, _scenario(options), mode)

@@ -36,7 +36,7 @@ def _level(instance: Instance) -> int:
     return instance.level
 
 
-def instance_route(instance: Instance, mode: ScoringMode) -> _scoring.Route:
+def instance_route(instance: Instance) -> _scoring.Route:
     example_id = instance.meta.get("example_id")
     if not isinstance(example_id, int):
         raise ValueError(f"{instance.instance_id}: meta 'example_id' must be an int, got {example_id!r}")
@@ -45,7 +45,6 @@ def instance_route(instance: Instance, mode: ScoringMode) -> _scoring.Route:
         _meta_str(instance, "source"),
         example_id,
         _meta_str(instance, "language"),
-        mode,
     )
 
 
@@ -58,15 +57,16 @@ class FollowBench:
         check_known(self.name, options, self.options)
         _load.validate_options(options)
 
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        return _load.report_name(_load.language_of(data_dir, options))
+
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
         return _load.load(data_dir, options)
 
     def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
         level = _level(instance)
         idxs = tuple(range(level))
-        kind = instance_route(instance, mode)
-        if kind == "unscored":
-            return Plan(rule_values=dict.fromkeys(idxs), judge_tasks=())
+        kind = instance_route(instance)
         if kind != "judge":
             passed = _scoring.rule_verdict(
                 kind,
@@ -109,7 +109,12 @@ class FollowBench:
         return FIXTURE_DIR
 
     def read_reference_outputs(
-        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
         self.validate_options(options)
         return _import.read_reference_outputs(paths, data_dir, options)

@@ -1,8 +1,12 @@
 """Reading the files FollowBench's reference code writes (code/ and code_zh/ of YJiangcm/FollowBench).
 
 Both kinds are JSON Lines of `{"prompt_new": ..., "choices": [{"message": {"content": ...}}]}`:
-- the model's answers, `api_output/<model>_<category>_constraint.jsonl`: `prompt_new` is the row's
-  instruction, the content is the answer (model_inference*.py);
+- the model's answers, `api_output/<model>_<category>_constraint.jsonl` or
+  `api_output/<model>/<category>_constraint.jsonl`: the prompt is the row's instruction, the content is
+  the answer. English answers may name the prompt `prompt` instead: code/model_inference_vllm.py writes
+  `prompt`, and code/utils.py (`data_match_api_output`, line 40 at the pinned commit) matches on it,
+  while code/model_inference.py and code_zh write `prompt_new`. Either is accepted; a line with both
+  uses the one its language's matcher reads (`prompt` in English, `prompt_new` in Chinese);
 - the judge's replies, `gpt4_discriminative_eval_output/<model>_<category>_constraint.jsonl`, or
   `<out>/<model>/<category>_constraint.jsonl` as llm_eval.py lays them out: `prompt_new` is the judge
   prompt, the content the judge's reply.
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep.benchmarks._files import iter_json_lines, typed_field
-from ifsweep.benchmarks.followbench._load import CATEGORIES, load
+from ifsweep.benchmarks.followbench._load import CATEGORIES, language_of, load
 from ifsweep.benchmarks.followbench._prompts import judge_prompt
 from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
 
@@ -47,8 +51,19 @@ def model_and_category(path: Path) -> tuple[str, str]:
     return model, _ALIASES.get(category, category)
 
 
-def _content(path: Path, line: int, obj: Mapping[str, Any]) -> tuple[str, str]:
-    prompt: str = typed_field(path, line, obj, "prompt_new", str)
+def _prompt(path: Path, line: int, obj: Mapping[str, Any], language: str) -> str:
+    names = ("prompt", "prompt_new") if language == "en" else ("prompt_new", "prompt")
+    for name in names:
+        if name in obj:
+            prompt: str = typed_field(path, line, obj, name, str)
+            return prompt
+    raise DataError(
+        str(path), "missing (the reference writes 'prompt_new' or 'prompt')", record=line, field="prompt_new"
+    )
+
+
+def _content(path: Path, line: int, obj: Mapping[str, Any], language: str) -> tuple[str, str]:
+    prompt = _prompt(path, line, obj, language)
     choices = obj.get("choices")
     try:
         content = choices[0]["message"]["content"]  # type: ignore[index]
@@ -64,10 +79,10 @@ def _content(path: Path, line: int, obj: Mapping[str, Any]) -> tuple[str, str]:
     return prompt, content
 
 
-def read_lines(path: Path) -> Iterator[tuple[str, str]]:
-    """(prompt_new, content) of every line, in file order. Line numbers in errors are 1-based."""
+def read_lines(path: Path, language: str) -> Iterator[tuple[str, str]]:
+    """(prompt, content) of every line, in file order. Line numbers in errors are 1-based."""
     for line, obj in iter_json_lines(path):
-        yield _content(path, line, obj)
+        yield _content(path, line, obj, language)
 
 
 @dataclass(slots=True)
@@ -89,11 +104,12 @@ def read_reference_outputs(
             files += sorted(p for p in path.rglob("*_constraint.json*") if p.is_file())
         else:
             files.append(path)
+    language = language_of(data_dir, options)
     by_model: dict[str, _ModelFiles] = {}
     for path in files:
         model, category = model_and_category(path)
         texts = by_model.setdefault(model, _ModelFiles()).texts
-        for prompt, content in read_lines(path):
+        for prompt, content in read_lines(path, language):
             texts.setdefault((category, prompt), content)
     instances = list(load(data_dir, options))
     for model, mf in by_model.items():

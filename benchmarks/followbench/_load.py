@@ -66,13 +66,31 @@ def validate_options(options: Mapping[str, Any]) -> None:
             raise ValueError(f"option 'categories' lists a category twice: {categories!r}")
 
 
+def _is_language_dir(data_dir: Path) -> bool:
+    return any(data_dir.glob("*_constraints.json"))
+
+
+def language_of(data_dir: Path | None, options: Mapping[str, Any]) -> str:
+    """The `language` option, else Chinese for a language folder whose name ends in _zh, else English."""
+    if "language" in options:
+        return str(options["language"])
+    if data_dir is not None and data_dir.name.endswith("_zh") and _is_language_dir(data_dir):
+        return "zh"
+    return "en"
+
+
+def report_name(language: str) -> str:
+    """English keeps the plain name; another language reports as its own benchmark, `followbench-zh`:
+    the two share example ids, so their instances must never meet in one set of rows."""
+    return BENCHMARK if language == "en" else f"{BENCHMARK}-{language}"
+
+
 def resolve_language_dir(data_dir: Path, options: Mapping[str, Any]) -> tuple[Path, str]:
     """`data_dir` is either a language folder (holding *_constraints.json) or the release root holding
     data/ and data_zh/. A language folder named data_zh means Chinese unless `language` says otherwise."""
-    if any(data_dir.glob("*_constraints.json")):
-        default = "zh" if data_dir.name.endswith("_zh") else "en"
-        return data_dir, str(options.get("language", default))
-    language = str(options.get("language", "en"))
+    language = language_of(data_dir, options)
+    if _is_language_dir(data_dir):
+        return data_dir, language
     return data_dir / LANGUAGES[language], language
 
 
@@ -218,7 +236,7 @@ def _instance(
     category: str, language: str, row: Row, types: tuple[str, ...], evolution: tuple[str, ...]
 ) -> Instance:
     return Instance(
-        benchmark=BENCHMARK,
+        benchmark=report_name(language),
         instance_id=f"{category}:{row.example_id}:{row.level}",
         group_id=f"{category}:{row.example_id}",
         messages=generation_messages(row.instruction),

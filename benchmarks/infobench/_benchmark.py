@@ -34,6 +34,9 @@ class InfoBench:
         check_known(self.name, options, self.options)
         _split(options)
 
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        return self.name  # one language
+
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
         split = _split(options)
         for row in read_rows(resolve_data_file(data_dir)):
@@ -61,6 +64,11 @@ class InfoBench:
         return FIXTURE_DIR
 
     def read_reference_outputs(
-        self, paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
         return _import.read_reference_outputs(paths, data_dir, _split(options))
