@@ -23,6 +23,9 @@ import orjson
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.config import ConfigError, SweepConfig
+from ifsweep.runner.coordinator import join as join_coordinator
+from ifsweep.runner.coordinator import record_spend
+from ifsweep.runner.coordinator import totals as spend_totals
 from ifsweep.runner.manifest import (
     BenchmarkEntry,
     Manifest,
@@ -117,7 +120,6 @@ async def run_sweep(
     progress: str | None = None,
     retry_errors: bool | None = None,
 ) -> SweepResult:
-    from ifsweep.providers.budget import Budget
     from ifsweep.providers.pool import ProviderPool
     from ifsweep.runner.partition import in_partition
     from ifsweep.runner.shards import RunStore
@@ -128,11 +130,14 @@ async def run_sweep(
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
     store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    coordinator = None
     try:
-        spent_total, spent_by = _already_spent(store)
-        budget = Budget(cfg.run.max_usd, spent_usd=spent_total)
-        for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
-            budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+        if cfg.run.coordinator is None:
+            spent = _already_spent(store)
+        else:
+            coordinator, baseline = await join_coordinator(cfg.run.coordinator, run_dir, writer_id)
+            spent = spend_totals(baseline)
+        budget = _budget(cfg, spent, coordinator)
 
         keep: Keep = None
         if partition is not None:
@@ -151,9 +156,14 @@ async def run_sweep(
         status: SweepStatus = "complete"
         message = ""
         started = time.time()
+        if coordinator is not None:
+            coordinator.emit = state.on_event
 
         async with ProviderPool(
-            budget=budget, on_event=state.on_event, global_concurrency=cfg.run.concurrency
+            budget=budget,
+            on_event=state.on_event,
+            global_concurrency=cfg.run.concurrency,
+            coordinator=coordinator,
         ) as pool:
             judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
             endpoints = [pool.endpoint(s) for s in cfg.models]
@@ -174,6 +184,8 @@ async def run_sweep(
                             _watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
                         )
                         outer.start_soon(_write_summary_every, run_dir, counters, budget, started, writer_id)
+                        if coordinator is not None:
+                            outer.start_soon(coordinator.run)
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:
@@ -191,6 +203,8 @@ async def run_sweep(
             store.flush()
         except DiskFullError as e:
             status, message = "failed", _describe(e)
+        if coordinator is not None and not await coordinator.close():
+            print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
         result = _result(status, counters, budget.spent_usd, message)
         try:
             write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
@@ -198,6 +212,9 @@ async def run_sweep(
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
     finally:
+        if coordinator is not None:
+            with anyio.CancelScope(shield=True):
+                await coordinator.close()  # a no-op if closed above; else its holds go at once
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
             store.close()
 
@@ -308,15 +325,27 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator: Any) -> Any:
+    """The sweep's Budget with a scope per model (and the judge), starting from what was spent."""
+    from ifsweep.providers.budget import Budget
+
+    spent_total, spent_by = spent
+    budget = Budget(
+        cfg.run.max_usd, spent_usd=spent_total, shared=coordinator.ledger if coordinator else None
+    )
+    for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
+        budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+    return budget
+
+
 def _already_spent(store: Any) -> tuple[float, dict[str, float]]:
     """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent."""
     total = 0.0
     by: dict[str, float] = {}
     # Every stored call was paid for, superseded error records included.
     for rec in store.iter_records({"generation", "judgment"}):
-        cost = float(rec.get("cost_usd") or 0.0)
+        label, cost = record_spend(rec)
         total += cost
-        label = rec.get("judge") if rec["kind"] == "judgment" else rec.get("model")
         if label is not None:
             by[label] = by.get(label, 0.0) + cost
     return total, by
