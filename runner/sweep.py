@@ -156,8 +156,10 @@ async def run_sweep(
         status: SweepStatus = "complete"
         message = ""
         started = time.time()
+        shared_at = None
         if coordinator is not None:
             coordinator.emit = state.on_event
+            shared_at = coordinator.settings.display
 
         async with ProviderPool(
             budget=budget,
@@ -183,7 +185,9 @@ async def run_sweep(
                         outer.start_soon(
                             _watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
                         )
-                        outer.start_soon(_write_summary_every, run_dir, counters, budget, started, writer_id)
+                        outer.start_soon(
+                            _write_summary_every, run_dir, counters, budget, started, writer_id, shared_at
+                        )
                         if coordinator is not None:
                             outer.start_soon(coordinator.run)
                         try:
@@ -207,7 +211,7 @@ async def run_sweep(
             print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
         result = _result(status, counters, budget.spent_usd, message)
         try:
-            write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
+            write_summary(run_dir, result.status, result, counters, budget, started, writer_id, shared_at)
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
@@ -396,11 +400,12 @@ async def _write_summary_every(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    coordinator: str | None = None,
 ) -> None:
     while True:
         await anyio.sleep(2.0)
         result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, budget, started)
+        data = summary_bytes("running", result, counters, budget, started, coordinator)
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
@@ -415,10 +420,12 @@ def write_summary(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    coordinator: str | None = None,
 ) -> None:
     """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
-    atomically so a reader never sees half of it. `status` is the sweep's status, or "running"."""
-    data = summary_bytes(status, result, counters, budget, started)
+    atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
+    `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
+    data = summary_bytes(status, result, counters, budget, started, coordinator)
     atomic_write(run_dir / summary_name(writer_id), data)
 
 
@@ -428,8 +435,9 @@ def summary_bytes(
     counters: dict[tuple[str, str], Counters],
     budget: Any,
     started: float,
+    coordinator: str | None = None,
 ) -> bytes:
-    body = {
+    body: dict[str, Any] = {
         "status": status,
         "message": result.message,
         "planned": result.planned,
@@ -451,6 +459,8 @@ def summary_bytes(
             for (model, bench), c in sorted(counters.items())
         ],
     }
+    if coordinator is not None:
+        body["coordinator"] = coordinator
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
 
 
