@@ -76,7 +76,8 @@ def parse_coordinator(text: str) -> CoordinatorSettings:
                 f"{text!r}: unknown option {name!r}; allowed: lease_s"
                 + (", db" if parts.scheme == "unix" else "")
             )
-    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(kept)))
+    base = text.strip().split("?", 1)[0]  # not urlunsplit: it turns unix:///path into unix:/path
+    url = f"{base}?{urllib.parse.urlencode(kept)}" if kept else base
     return CoordinatorSettings(url=url, lease_s=lease_s)
 
 

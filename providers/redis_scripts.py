@@ -119,17 +119,19 @@ return {'ok', released, redis.call('HGETALL', ns .. ':total')}
 """
 )
 
-# ARGV: ns, epoch, inst, lease_ms, ttl_s, has_holds ('1'/'0') -> 'ok' | 'expired' | 'lost'
+# ARGV: ns, epoch, inst, lease_ms, ttl_s, has_holds ('1'/'0')
+# -> {'ok' | 'expired', {scope, total, ...}} | {'lost'}
 BEAT = (
     _LEDGER_LIB
     + r"""
 local ns, inst = ARGV[1], ARGV[3]
-if redis.call('GET', ns .. ':epoch') ~= ARGV[2] then return 'lost' end
+if redis.call('GET', ns .. ':epoch') ~= ARGV[2] then return {'lost'} end
 local alive = redis.call('EXISTS', ns .. ':lease:' .. inst) == 1
 redis.call('SET', ns .. ':lease:' .. inst, '1', 'PX', ARGV[4])
 touch(ns, inst, tonumber(ARGV[5]))
-if not alive and ARGV[6] == '1' then return 'expired' end
-return 'ok'
+local state = 'ok'
+if not alive and ARGV[6] == '1' then state = 'expired' end
+return {state, redis.call('HGETALL', ns .. ':total')}
 """
 )
 

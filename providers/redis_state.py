@@ -71,6 +71,7 @@ class RedisCoordinator:
         writer: str,
         rescan: Callable[[], Baseline],
         emit: Callable[[ProviderEvent], None] | None = None,
+        connect_timeout_s: float = _CONNECT_S,
     ) -> None:
         self.settings = settings
         self.ns = f"ifsweep:sweep:{sweep_id}"
@@ -83,6 +84,7 @@ class RedisCoordinator:
         self.grace_ms = int((self.beat_s * 1.5 + 1.0) * 1000)
         self._rescan = rescan
         self.emit = emit
+        self._connect_s = connect_timeout_s
         pool = aioredis.BlockingConnectionPool.from_url(
             settings.url,
             max_connections=_POOL_CONNECTIONS,
@@ -105,6 +107,7 @@ class RedisCoordinator:
         self._down_since: float | None = None
         self._announced = 0.0
         self._closed: bool | None = None  # set by close(): whether the last updates were sent
+        self._last_error: Exception | None = None
 
     # ------------------------------------------------------------------------------------- lifecycle
 
@@ -113,13 +116,12 @@ class RedisCoordinator:
         publish what the shards say every writer spent, and adopt what this writer already published.
         `new_sweep`: this process just created the sweep's id, so no other can hold anything yet."""
         try:
-            with anyio.fail_after(_CONNECT_S):
+            with anyio.fail_after(self._connect_s):
                 await self._first_contact()
-        except TimeoutError as e:
-            cause = e.__context__ or e
+        except TimeoutError:
             raise CoordinatorError(
-                f"coordinator {self.settings.display} did not answer within {_CONNECT_S:g} s ({cause}); "
-                "check the URL and that redis-server runs there"
+                f"coordinator {self.settings.display} did not answer within {self._connect_s:g} s "
+                f"({self._last_error}); check the URL and that redis-server runs there"
             ) from None
         self.ledger.adopt_baseline(baseline.get(self.writer, {}))
         await self.ledger.restore(grace_ms=0 if new_sweep else self.grace_ms, baseline=baseline)
@@ -132,7 +134,8 @@ class RedisCoordinator:
                 return
             except _REFUSED as e:
                 raise CoordinatorError(f"coordinator {self.settings.display} refused us: {e}") from None
-            except _UNREACHABLE:
+            except _UNREACHABLE as e:
+                self._last_error = e
                 await anyio.sleep(delay)
                 delay = min(2 * delay, _MAX_RETRY_S)
 
@@ -151,7 +154,7 @@ class RedisCoordinator:
             return self._closed
         done = False
         with anyio.move_on_after(self.settings.lease_s if timeout_s is None else timeout_s):
-            await self._flush()
+            await self.flush()
             await self.script("LEAVE", [], [self.ns, self.instance])
             done = True
         self._closed = done
@@ -218,7 +221,7 @@ class RedisCoordinator:
         while True:
             epoch = self.ledger.epoch
             reply = await self.script(name, [], args_for(epoch))
-            if reply == "lost" or (isinstance(reply, list) and reply[:1] == ["lost"]):
+            if reply[:1] == ["lost"]:
                 await self._recover(epoch)
                 continue
             return reply
@@ -259,8 +262,9 @@ class RedisCoordinator:
         ledger = self.ledger
         while True:
             await anyio.sleep(self.beat_s)
-            reply = await self.ledger_script("BEAT", self._beat_args)
-            if reply == "expired":  # this process stalled past its lease: its holds were dropped
+            state, totals = await self.ledger_script("BEAT", self._beat_args)
+            ledger.seen(totals)
+            if state == "expired":  # this process stalled past its lease: its holds were dropped
                 await ledger.restore(grace_ms=0, baseline={})
             # Holds of a dead process expire silently: let waiting reservations look again.
             ledger.notify()
@@ -272,9 +276,10 @@ class RedisCoordinator:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            await self._flush()
+            await self.flush()
 
-    async def _flush(self) -> None:
+    async def flush(self) -> None:
+        """Send what is queued now (the background sender does this after every change)."""
         await self.ledger.flush()
         for rates in list(self._rates.values()):
             await rates.flush()
@@ -388,7 +393,11 @@ class RedisLedger:
             self._releasing[:0] = tokens  # sent with the next batch
             self._dirty |= dirty
             raise
-        self._totals = _floats(reply[2])
+        self.seen(reply[2])
+
+    def seen(self, totals: Sequence[str]) -> None:
+        """The sweep's totals as a script just returned them (what `spent` reports)."""
+        self._totals = _floats(totals)
 
     async def restore(self, *, grace_ms: int, baseline: Baseline) -> None:
         """Put this process's view into Redis: the baseline and its own totals (merged by maximum), its
@@ -407,7 +416,7 @@ class RedisLedger:
         )  # fmt: skip
         self.epoch = reply[0]
         self.adopt_baseline(_floats(reply[2]))
-        self._totals = _floats(reply[3])
+        self.seen(reply[3])
         self.notify()
 
 
