@@ -77,30 +77,42 @@ local function touch(ns, inst, ttl)
 end
 """
 
-# ARGV: ns, epoch, inst, lease_ms, token, amount, then (scope, cap) pairs of the capped scopes.
-# -> {'ok'} | {'no', scope, holds outstanding in scope} | {'wait', ms} | {'lost'}
+# Reservations of one process, checked in order, each against every cap it names. ARGV: ns, epoch,
+# inst, lease_ms, then per reservation: token, amount, k, k (scope, cap) pairs of its capped scopes.
+# -> {'ok', {per reservation: {'ok'} | {'no', scope, holds outstanding in scope}}} | {'wait', ms} | {'lost'}
 RESERVE = (
     _LEDGER_LIB
     + r"""
-local ns, inst, token, amount = ARGV[1], ARGV[3], ARGV[5], ARGV[6]
+local ns, inst = ARGV[1], ARGV[3]
 if redis.call('GET', ns .. ':epoch') ~= ARGV[2] then return {'lost'} end
 local grace = redis.call('PTTL', ns .. ':recovering')
 if grace > 0 then return {'wait', tostring(grace)} end
 redis.call('SET', ns .. ':lease:' .. inst, '1', 'PX', ARGV[4])
-if redis.call('HEXISTS', ns .. ':res:' .. inst, token) == 1 then return {'ok'} end
 purge(ns)
-local want, scopes = tonumber(amount), {}
-for i = 7, #ARGV, 2 do
-  local scope = ARGV[i]
-  local spent = tonumber(redis.call('HGET', ns .. ':total', scope) or '0')
-  local held = math.max(0, tonumber(redis.call('HGET', ns .. ':held', scope) or '0'))
-  if spent + held + want > tonumber(ARGV[i + 1]) + 1e-12 then
-    return {'no', scope, tostring(redis.call('HGET', ns .. ':holds', scope) or '0')}
+
+local function reserve(token, amount, first, k)
+  if redis.call('HEXISTS', ns .. ':res:' .. inst, token) == 1 then return {'ok'} end
+  local want, scopes = tonumber(amount), {}
+  for i = first, first + 2 * k - 1, 2 do
+    local scope = ARGV[i]
+    local spent = tonumber(redis.call('HGET', ns .. ':total', scope) or '0')
+    local held = math.max(0, tonumber(redis.call('HGET', ns .. ':held', scope) or '0'))
+    if spent + held + want > tonumber(ARGV[i + 1]) + 1e-12 then
+      return {'no', scope, tostring(redis.call('HGET', ns .. ':holds', scope) or '0')}
+    end
+    scopes[#scopes + 1] = scope
   end
-  scopes[#scopes + 1] = scope
+  add_hold(ns, inst, token, amount, scopes)
+  return {'ok'}
 end
-add_hold(ns, inst, token, amount, scopes)
-return {'ok'}
+
+local out, i = {}, 5
+while i <= #ARGV do
+  local k = tonumber(ARGV[i + 2])
+  out[#out + 1] = reserve(ARGV[i], ARGV[i + 1], i + 3, k)
+  i = i + 3 + 2 * k
+end
+return {'ok', out}
 """
 )
 
@@ -199,42 +211,61 @@ return {redis.call('GET', ns .. ':epoch') or '', redis.call('HGETALL', ns .. ':t
 # One endpoint's allowances, key "ifsweep:rate:<hash>": GCRA in token-bucket form. For a limit L per
 # minute with B seconds of burst, `tat` is when the bucket would be full again; a call needing n of the
 # allowance may start once tat - B + n*60/L <= now (a call larger than the bucket waits for a full one
-# and takes all it needs, leaving a debt: limits.TokenBucket's rule). The script books the earliest start
-# for both windows and any shared pause at once, moves both tats past it, and returns the wait; the
-# caller sleeps it out, so no process ever asks twice for one call.
-# KEYS[1]: the endpoint. ARGV: tokens, rpm, tpm (0: not configured), fallback rpm, fallback tpm,
-# tpm burst_s, ttl_ms
-# -> {wait_s, tokens taken, rpm, tpm, learned flags "rt" (1 = the limit came from the shared store)}
+# and takes all it needs, leaving a debt: limits.TokenBucket's rule). For each call, in order, the
+# script books the earliest start for both windows and any shared pause at once, moves both tats past
+# it, and returns the wait; callers sleep it out, so no process ever asks twice for one call. One
+# script serves every call a process has waiting for the endpoint: one round trip however many.
+# script serves every call a process has waiting, for every endpoint: one round trip however many.
+# KEYS: the endpoints. ARGV, per endpoint: rpm, tpm (0: not configured), fallback rpm, fallback tpm,
+# tpm burst_s, ttl_ms, n, then the tokens of its n calls.
+# -> per endpoint {rpm, tpm, learned flags "rt" (1 = the limit came from the shared store),
+#    {wait_s, taken, ...}}
 TAKE = r"""
-local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local h = redis.call('HMGET', key, 'rtat', 'ttat', 'rlearn', 'tlearn', 'pause')
 local function limit(configured, learned, fallback)
   local c = tonumber(configured)
   if c > 0 then return c, '0' end
   if learned then return tonumber(learned), '1' end
   return tonumber(fallback), '0'
 end
-local rpm, rflag = limit(ARGV[2], h[3], ARGV[4])
-local tpm, tflag = limit(ARGV[3], h[4], ARGV[5])
-local start = math.max(now, tonumber(h[5] or '0'))
-local rtat, ttat, take = math.max(now, tonumber(h[1] or '0')), math.max(now, tonumber(h[2] or '0')), 0
-if rpm > 0 then
-  local per = 60 / rpm
-  start = math.max(start, rtat - math.ceil(rpm / 60) * per + per)
+
+local function book(key, a, n)
+  local h = redis.call('HMGET', key, 'rtat', 'ttat', 'rlearn', 'tlearn', 'pause')
+  local rpm, rflag = limit(ARGV[a], h[3], ARGV[a + 2])
+  local tpm, tflag = limit(ARGV[a + 1], h[4], ARGV[a + 3])
+  local burst = tonumber(ARGV[a + 4])
+  local pause = math.max(now, tonumber(h[5] or '0'))
+  local rtat, ttat = math.max(now, tonumber(h[1] or '0')), math.max(now, tonumber(h[2] or '0'))
+  local out = {}
+  for i = a + 7, a + 6 + n do
+    local start, take = pause, 0
+    if rpm > 0 then
+      local per = 60 / rpm
+      start = math.max(start, rtat - math.ceil(rpm / 60) * per + per)
+    end
+    if tpm > 0 then
+      take = math.min(tonumber(ARGV[i]), tpm)
+      start = math.max(start, ttat - burst + math.min(take, tpm * burst / 60) * 60 / tpm)
+    end
+    if rpm > 0 then rtat = math.max(rtat, start) + 60 / rpm end
+    if tpm > 0 then ttat = math.max(ttat, start) + take * 60 / tpm end
+    out[#out + 1] = string.format('%.17g', start - now)
+    out[#out + 1] = tostring(take)
+  end
+  if rpm > 0 then redis.call('HSET', key, 'rtat', string.format('%.17g', rtat)) end
+  if tpm > 0 then redis.call('HSET', key, 'ttat', string.format('%.17g', ttat)) end
+  redis.call('PEXPIRE', key, ARGV[a + 5])
+  return {tostring(rpm), tostring(tpm), rflag .. tflag, out}
 end
-if tpm > 0 then
-  local burst = tonumber(ARGV[6])
-  take = math.min(tonumber(ARGV[1]), tpm)
-  start = math.max(start, ttat - burst + math.min(take, tpm * burst / 60) * 60 / tpm)
+
+local replies, a = {}, 1
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[a + 6])
+  replies[#replies + 1] = book(key, a, n)
+  a = a + 7 + n
 end
-if rpm > 0 then redis.call('HSET', key, 'rtat', string.format('%.17g', math.max(rtat, start) + 60 / rpm)) end
-if tpm > 0 then
-  redis.call('HSET', key, 'ttat', string.format('%.17g', math.max(ttat, start) + take * 60 / tpm))
-end
-redis.call('PEXPIRE', key, ARGV[7])
-return {string.format('%.17g', start - now), tostring(take), tostring(rpm), tostring(tpm), rflag .. tflag}
+return replies
 """
 
 # Unused tokens back: the bucket's tat moves earlier, never before now. ARGV: tokens, tpm.

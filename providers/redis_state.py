@@ -31,6 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ifsweep.providers import redis_scripts as lua
+from ifsweep.providers.batched import Batch
 from ifsweep.providers.coordination import (
     CoordinatorError,
     CoordinatorSettings,
@@ -101,8 +102,11 @@ class RedisCoordinator:
         )
         self._scripts = {name: self._client.register_script(getattr(lua, name)) for name in _SCRIPT_NAMES}
         self.ledger = RedisLedger(self)
+        self.takes = self.batch(self._send_takes)  # rate slots of every endpoint, one script a round
         self._rates: dict[EndpointKey, RedisRates] = {}
         self._wake = anyio.Event()
+        self._send_wake = anyio.Event()
+        self._sending = False  # the batch sender runs: hot-path requests queue for it
         self._recovering = anyio.Lock()
         self._down_since: float | None = None
         self._announced = 0.0
@@ -146,6 +150,7 @@ class RedisCoordinator:
             tg.start_soon(self._heartbeat)
             tg.start_soon(self._flusher)
             tg.start_soon(self._listen)
+            tg.start_soon(self._sender)
 
     async def close(self, timeout_s: float | None = None) -> bool:
         """Send what is still queued and drop this process's holds at once; False if the server did not
@@ -185,6 +190,18 @@ class RedisCoordinator:
     def wake(self) -> None:
         """Something is queued for the background sender."""
         self._wake.set()
+
+    def batch(
+        self,
+        send: Callable[[list[Any]], Any],
+        orphan: Callable[[Any, Any], None] | None = None,
+    ) -> Batch[Any, Any]:
+        """A Batch whose requests this coordinator's sender task sends together."""
+        # The sender replaces its event after every round: look it up at each wake.
+        return Batch(send, wake=lambda: self._send_wake.set(), running=lambda: self._sending, orphan=orphan)
+
+    def _batches(self) -> list[Batch[Any, Any]]:
+        return [self.ledger.reserves, self.takes]
 
     # ------------------------------------------------------------------------------------ transport
 
@@ -272,6 +289,41 @@ class RedisCoordinator:
     def _beat_args(self, epoch: str) -> list[Any]:
         return [self.ns, epoch, self.instance, self.lease_ms, _LEDGER_TTL, int(self.ledger.holding)]
 
+    async def _send_takes(self, requests: list[tuple[str, int, tuple[Any, ...]]]) -> list[RateGrant]:
+        """Requests (endpoint key, tokens, limits) -> their grants, in order."""
+        by_key: dict[str, list[int]] = {}
+        for n, (key, _, _) in enumerate(requests):
+            by_key.setdefault(key, []).append(n)
+        args: list[Any] = []
+        for indexes in by_key.values():
+            tokens = [requests[n][1] for n in indexes]
+            # One endpoint's calls share its limits: the newest request's view serves them all.
+            args += [*requests[indexes[-1]][2], len(tokens), *tokens]
+        replies = await self.script("TAKE", list(by_key), args)
+        grants: list[RateGrant | None] = [None] * len(requests)
+        for indexes, (rpm_now, tpm_now, flags, slots) in zip(by_key.values(), replies, strict=True):
+            learned = tuple(w for w, flag in zip(_WINDOWS, flags, strict=True) if flag == "1")
+            rpm, tpm = int(float(rpm_now)) or None, int(float(tpm_now)) or None
+            for n, wait, taken in zip(indexes, slots[::2], slots[1::2], strict=True):
+                grants[n] = RateGrant(max(0.0, float(wait)), int(float(taken)), rpm, tpm, learned)
+        return [g for g in grants if g is not None]
+
+    async def _sender(self) -> None:
+        """Send the hot path's queued requests: per endpoint one TAKE, and one RESERVE, per round."""
+        self._sending = True
+        try:
+            while True:
+                await self._send_wake.wait()
+                self._send_wake = anyio.Event()
+                async with anyio.create_task_group() as tg:
+                    for batch in self._batches():
+                        if batch.queued:
+                            tg.start_soon(batch.drain)
+        finally:
+            self._sending = False
+            for batch in self._batches():
+                batch.abandon()
+
     async def _flusher(self) -> None:
         while True:
             await self._wake.wait()
@@ -318,6 +370,7 @@ class RedisLedger:
         self._releasing: list[int] = []
         self._totals: dict[str, float] = {}
         self._changed = anyio.Event()
+        self.reserves = coordinator.batch(self._send_reserves, orphan=self._orphaned)
 
     @property
     def holding(self) -> bool:
@@ -333,16 +386,12 @@ class RedisLedger:
         capped = [(scope, cap) for scope, cap in caps if cap is not None]
         if not capped:
             return LedgerVerdict(True)  # nothing to check: spend is still summed through settle
-        c = self._c
-        flat = [x for scope, cap in capped for x in (scope, repr(cap))]
-        amount = repr(amount_usd)
+        request = (token, repr(amount_usd), [x for scope, cap in capped for x in (scope, repr(cap))])
         try:
             while True:
-                reply = await c.ledger_script(
-                    "RESERVE", lambda epoch: [c.ns, epoch, c.instance, c.lease_ms, token, amount, *flat]
-                )
+                reply = await self.reserves.submit(request)
                 if reply[0] == "ok":
-                    self._holds[token] = (amount, tuple(scope for scope, _ in capped))
+                    self._holds[token] = (request[1], tuple(scope for scope, _ in capped))
                     return LedgerVerdict(True)
                 if reply[0] == "no":
                     return LedgerVerdict(False, reply[1], int(reply[2]) > 0)
@@ -350,9 +399,29 @@ class RedisLedger:
         except BaseException:
             # Cancelled or failed after the script may have run: release whatever it may hold.
             if token not in self._holds:
-                self._releasing.append(token)
-                c.wake()
+                self._orphaned(request, ["ok"])
             raise
+
+    async def _send_reserves(self, requests: list[tuple[int, str, list[str]]]) -> list[list[str]]:
+        c = self._c
+
+        def args(epoch: str) -> list[Any]:
+            out: list[Any] = [c.ns, epoch, c.instance, c.lease_ms]
+            for token, amount, caps in requests:
+                out += [token, amount, len(caps) // 2, *caps]
+            return out
+
+        reply = await c.ledger_script("RESERVE", args)
+        if reply[0] == "wait":
+            return [reply] * len(requests)
+        results: list[list[str]] = reply[1]
+        return results
+
+    def _orphaned(self, request: tuple[int, str, list[str]], reply: list[str]) -> None:
+        """A reservation granted (or perhaps granted) to a caller that is gone: release it."""
+        if reply[0] == "ok":
+            self._releasing.append(request[0])
+            self._c.wake()
 
     def settle(self, token: int, scopes: Sequence[str], actual_usd: float) -> None:
         if self._holds.pop(token, None) is not None:
@@ -441,17 +510,9 @@ class RedisRates:
         fallback: tuple[int | None, int | None],
         tpm_burst_s: float,
     ) -> RateGrant:
-        burst = repr(tpm_burst_s)
-        args = [tokens, rpm or 0, tpm or 0, fallback[0] or 0, fallback[1] or 0, burst, _RATE_TTL_MS]
-        wait, taken, rpm_now, tpm_now, flags = await self._c.script("TAKE", [self.key], args)
-        learned: tuple[Window, ...] = tuple(w for w, flag in zip(_WINDOWS, flags, strict=True) if flag == "1")
-        return RateGrant(
-            wait_s=max(0.0, float(wait)),
-            tokens=int(float(taken)),
-            rpm=int(float(rpm_now)) or None,
-            tpm=int(float(tpm_now)) or None,
-            learned=learned,
-        )
+        limits = (rpm or 0, tpm or 0, fallback[0] or 0, fallback[1] or 0, repr(tpm_burst_s), _RATE_TTL_MS)
+        grant: RateGrant = await self._c.takes.submit((self.key, tokens, limits))
+        return grant
 
     def refund(self, tokens: int, tpm: int) -> None:
         if tokens > 0:
