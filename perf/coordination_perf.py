@@ -124,12 +124,12 @@ def limits(root: Path) -> dict[str, float]:
     data = synthetic_data(root, copies)
     per_call = per_call_tokens(data)
     out: dict[str, float] = {}
-    for binding in ("rpm", "tpm"):
+    for binding in os.environ.get("PERF_BINDING", "rpm,tpm").split(","):
         tpm = int(rpm * per_call * 0.75) if binding == "tpm" else None
         limit = rpm if tpm is None else tpm / per_call  # calls per minute the binding limit allows
         flags = ("--rpm", str(rpm), "--burst-s", "2", *(("--tpm", str(tpm)) if tpm else ()))
         extra = f"rpm = {rpm}" + (f"\ntpm = {tpm}" if tpm else "") + f"\n{PRICE}"
-        for url_on in (True, False):
+        for url_on in (True, False)[: int(os.environ.get("PERF_RUNS", "2"))]:
             with simulator(*flags) as sim, redis(root) as url:
                 run_dir = fresh(root, "limits-run")
                 text = sweep_toml(run_dir, sim.base, models=1, data=data, model_extra=extra)

@@ -103,6 +103,8 @@ class RateGrant:
     rpm: int | None
     tpm: int | None
     learned: tuple[Window, ...] = ()
+    # Where the shared token bucket stood right after this booking (backend-specific), for `sync`.
+    booked: tuple[float, float] = (0.0, 0.0)
 
 
 class SharedRates(Protocol):
@@ -133,6 +135,12 @@ class SharedRates(Protocol):
 
     def learn(self, window: Window, limit: int) -> None:
         """A limit the provider announced, for processes that have none configured."""
+        ...
+
+    def sync(self, remaining: int, per_minute: int, capacity: float, booked: tuple[float, float]) -> None:
+        """The provider answered the call booked at `booked` (RateGrant.booked) saying `remaining`
+        tokens are left: correct the shared token bucket (`capacity` at `per_minute`) so that it never
+        holds more than the provider does (sent in the background)."""
         ...
 
 

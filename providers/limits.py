@@ -202,6 +202,7 @@ class Admission:
 
     generation: int
     tokens: int
+    booked: tuple[float, float] = (0.0, 0.0)  # shared allowances: RateGrant.booked
 
 
 # Shorter slow-downs happen constantly near a limit; only longer ones are worth an event.
@@ -308,8 +309,9 @@ class EndpointLimiter:
             generation = await self.concurrency.acquire()
             try:
                 await self._wait_pause()  # a 429 elsewhere may have paused the endpoint while we queued
+                booked = (0.0, 0.0)
                 if self.shared is not None:
-                    taken = await self._take_shared(self.shared, tokens)
+                    taken, booked = await self._take_shared(self.shared, tokens)
                 else:
                     if self.pacer is not None:
                         await self.pacer.acquire()
@@ -319,9 +321,9 @@ class EndpointLimiter:
                 raise
         finally:
             self.waiting -= 1
-        return Admission(generation, taken)
+        return Admission(generation, taken, booked)
 
-    async def _take_shared(self, shared: SharedRates, tokens: int) -> int:
+    async def _take_shared(self, shared: SharedRates, tokens: int) -> tuple[int, tuple[float, float]]:
         """Book this call's slot in the shared allowances and sleep until it starts."""
         limits = self._shared_limits
         grant = await shared.take(
@@ -334,7 +336,7 @@ class EndpointLimiter:
         self._adopt(grant)
         if grant.wait_s > 0:
             await self.clock.sleep(grant.wait_s)
-        return grant.tokens
+        return grant.tokens, grant.booked
 
     def _adopt(self, grant: RateGrant) -> None:
         """Limits another process learned from the provider's headers, taken over as if learned here."""
@@ -409,10 +411,11 @@ class EndpointLimiter:
             self._usage_sum -= tokens
             self._usage_calls -= calls
 
-    def observe(self, headers: Mapping[str, str]) -> None:
+    def observe(self, headers: Mapping[str, str], admission: Admission | None = None) -> None:
         """Learn limits a provider announces, and slow down before its window runs dry: when what is
         left would not cover the calls already in flight, wait until the provider has refilled the
-        shortfall (never longer than its announced reset)."""
+        shortfall (never longer than its announced reset). With shared allowances, what is left
+        caps the shared bucket instead."""
         windows: tuple[Window, Window] = ("requests", "tokens")
         for window in windows:
             limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
@@ -422,6 +425,10 @@ class EndpointLimiter:
             if remaining is None:
                 continue
             known = limit or (self.rpm_limit if window == "requests" else self.tpm_limit)
+            if self.shared is not None:
+                if window == "tokens" and admission is not None:
+                    self._sync_shared(self.shared, remaining, admission)
+                continue
             need = self.concurrency.in_flight * (1 if window == "requests" else self._tokens_per_call())
             if not known or remaining >= need + 1:
                 continue
@@ -437,6 +444,14 @@ class EndpointLimiter:
                     f"{self.concurrency.in_flight} calls in flight: pausing {wait:.1f} s",
                     wait,
                 )
+
+    def _sync_shared(self, shared: SharedRates, remaining: int, admission: Admission) -> None:
+        """Shared allowances: the tokens the provider says remain correct the shared bucket for every
+        process (a local pause would not: the others, and this one after it, would find the bucket
+        full). Requests need no correction: nothing refunds them."""
+        if self.tpm_limit:
+            capacity = self.tpm_limit * self._tpm_burst_s / 60
+            shared.sync(remaining, self.tpm_limit, capacity, admission.booked)
 
     def _tokens_per_call(self) -> int:
         return self._usage_sum // self._usage_calls if self._usage_calls else 1

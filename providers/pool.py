@@ -506,7 +506,7 @@ class Endpoint:
             self._shared.counters.usage_estimated += 1
         self._limiter.release(admission, used_tokens=inp + out, ok=True)
         if reply.headers:
-            self._limiter.observe(reply.headers)
+            self._limiter.observe(reply.headers, admission)
         cost = self._price.cost(inp, out) if self._price else 0.0
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(

@@ -219,7 +219,7 @@ return {redis.call('GET', ns .. ':epoch') or '', redis.call('HGETALL', ns .. ':t
 # KEYS: the endpoints. ARGV, per endpoint: rpm, tpm (0: not configured), fallback rpm, fallback tpm,
 # tpm burst_s, ttl_ms, n, then the tokens of its n calls.
 # -> per endpoint {rpm, tpm, learned flags "rt" (1 = the limit came from the shared store),
-#    {wait_s, taken, ...}}
+#    {wait_s, taken, token debt_s after the booking, ...}, the token bucket's shift so far (see SYNC)}
 TAKE = r"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -231,7 +231,7 @@ local function limit(configured, learned, fallback)
 end
 
 local function book(key, a, n)
-  local h = redis.call('HMGET', key, 'rtat', 'ttat', 'rlearn', 'tlearn', 'pause')
+  local h = redis.call('HMGET', key, 'rtat', 'ttat', 'rlearn', 'tlearn', 'pause', 'tshift')
   local rpm, rflag = limit(ARGV[a], h[3], ARGV[a + 2])
   local tpm, tflag = limit(ARGV[a + 1], h[4], ARGV[a + 3])
   local burst = tonumber(ARGV[a + 4])
@@ -252,11 +252,12 @@ local function book(key, a, n)
     if tpm > 0 then ttat = math.max(ttat, start) + take * 60 / tpm end
     out[#out + 1] = string.format('%.17g', start - now)
     out[#out + 1] = tostring(take)
+    out[#out + 1] = string.format('%.17g', ttat - start)  -- the token debt right after this booking
   end
   if rpm > 0 then redis.call('HSET', key, 'rtat', string.format('%.17g', rtat)) end
   if tpm > 0 then redis.call('HSET', key, 'ttat', string.format('%.17g', ttat)) end
   redis.call('PEXPIRE', key, ARGV[a + 5])
-  return {tostring(rpm), tostring(tpm), rflag .. tflag, out}
+  return {tostring(rpm), tostring(tpm), rflag .. tflag, out, h[6] or '0'}
 end
 
 local replies, a = {}, 1
@@ -268,14 +269,18 @@ end
 return replies
 """
 
-# Unused tokens back: the bucket's tat moves earlier, never before now. ARGV: tokens, tpm.
+# Unused tokens back: the bucket's tat moves earlier, never before now; `tshift` records the move.
+# ARGV: tokens, tpm.
 REFUND = r"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-local tat = tonumber(redis.call('HGET', KEYS[1], 'ttat') or '0')
+local h = redis.call('HMGET', KEYS[1], 'ttat', 'tshift')
+local tat = tonumber(h[1] or '0')
 if tat > now then
   local back = math.max(now, tat - tonumber(ARGV[1]) * 60 / tonumber(ARGV[2]))
-  redis.call('HSET', KEYS[1], 'ttat', string.format('%.17g', back))
+  -- a refund is a correction too (see SYNC): it counts against the shift
+  local shift = tonumber(h[2] or '0') - (tat - back)
+  redis.call('HSET', KEYS[1], 'ttat', string.format('%.17g', back), 'tshift', string.format('%.17g', shift))
 end
 return 'ok'
 """
@@ -296,5 +301,28 @@ return 'ok'
 LEARN = r"""
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 'ok'
+"""
+
+# What the provider says remains corrects the shared token bucket. Reservations are refunded to actual
+# usage, but a provider may charge more (OpenAI counts max_tokens), so the shared bucket drifts fuller
+# than the provider's. A reply to call X says `remaining` after X; right after X was booked our bucket
+# held capacity - debt_X*rate, so every later booking must move later by the difference. Many replies
+# report the same drift: `tshift` accumulates the corrections made (refunds subtract theirs), and a
+# reply only adds what was not made since X was booked.
+# ARGV: remaining, capacity, per_minute, debt_X (s), tshift at X's booking, ttl_ms.
+SYNC = r"""
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local h = redis.call('HMGET', KEYS[1], 'ttat', 'tshift')
+local shift = tonumber(h[2] or '0')
+local needed = (tonumber(ARGV[2]) - tonumber(ARGV[1])) * 60 / tonumber(ARGV[3]) - tonumber(ARGV[4])
+local extra = needed - (shift - tonumber(ARGV[5]))
+if extra > 0 then
+  local tat = math.max(now, tonumber(h[1] or '0')) + extra
+  local fmt = '%.17g'
+  redis.call('HSET', KEYS[1], 'ttat', string.format(fmt, tat), 'tshift', string.format(fmt, shift + extra))
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+end
 return 'ok'
 """

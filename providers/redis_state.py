@@ -57,7 +57,7 @@ _ANNOUNCE_EVERY_S = 1.0
 _WINDOWS: tuple[Window, Window] = ("requests", "tokens")
 _SCRIPT_NAMES = (
     *("RESERVE", "SETTLE", "BEAT", "RESTORE", "LEAVE", "SNAPSHOT"),  # the sweep's ledger
-    *("TAKE", "REFUND", "PAUSE", "LEARN"),  # endpoints' allowances
+    *("TAKE", "REFUND", "PAUSE", "LEARN", "SYNC"),  # endpoints' allowances
 )
 
 
@@ -301,11 +301,12 @@ class RedisCoordinator:
             args += [*requests[indexes[-1]][2], len(tokens), *tokens]
         replies = await self.script("TAKE", list(by_key), args)
         grants: list[RateGrant | None] = [None] * len(requests)
-        for indexes, (rpm_now, tpm_now, flags, slots) in zip(by_key.values(), replies, strict=True):
+        for indexes, (rpm_now, tpm_now, flags, slots, shift) in zip(by_key.values(), replies, strict=True):
             learned = tuple(w for w, flag in zip(_WINDOWS, flags, strict=True) if flag == "1")
             rpm, tpm = int(float(rpm_now)) or None, int(float(tpm_now)) or None
-            for n, wait, taken in zip(indexes, slots[::2], slots[1::2], strict=True):
-                grants[n] = RateGrant(max(0.0, float(wait)), int(float(taken)), rpm, tpm, learned)
+            for n, wait, taken, debt in zip(indexes, slots[::3], slots[1::3], slots[2::3], strict=True):
+                booked = (float(debt), float(shift))
+                grants[n] = RateGrant(max(0.0, float(wait)), int(float(taken)), rpm, tpm, learned, booked)
         return [g for g in grants if g is not None]
 
     async def _sender(self) -> None:
@@ -500,6 +501,7 @@ class RedisRates:
         self._refund_tpm = 0
         self._pause_s = 0.0
         self._learned: dict[Window, int] = {}
+        self._synced: tuple[Any, ...] | None = None  # the newest reply's SYNC arguments
 
     async def take(
         self,
@@ -529,6 +531,10 @@ class RedisRates:
         self._learned[window] = limit
         self._c.wake()
 
+    def sync(self, remaining: int, per_minute: int, capacity: float, booked: tuple[float, float]) -> None:
+        self._synced = (remaining, repr(capacity), per_minute, repr(booked[0]), repr(booked[1]), _RATE_TTL_MS)
+        self._c.wake()
+
     async def flush(self) -> None:
         c, key = self._c, [self.key]
         if self._pause_s > 0:
@@ -541,6 +547,10 @@ class RedisRates:
         if self._refund > 0:
             refund, self._refund = self._refund, 0
             await c.try_script("REFUND", key, [refund, self._refund_tpm])
+        # After the refunds: what the provider says is the newer truth.
+        if self._synced is not None:
+            synced, self._synced = self._synced, None
+            await c.try_script("SYNC", key, list(synced))
 
 
 def _pairs(flat: Sequence[str]) -> dict[str, str]:
