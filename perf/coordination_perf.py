@@ -119,17 +119,17 @@ def per_call_tokens(data: Path) -> float:
     return _server_tokens(bodies)
 
 
-def limits(root: Path) -> dict[str, float]:
+def limits(root: Path, bindings: Sequence[str] = ("rpm", "tpm"), alone: bool = True) -> dict[str, float]:
     rpm, copies = 3000, 10  # 2,000 calls: 40 s at the limit
     data = synthetic_data(root, copies)
     per_call = per_call_tokens(data)
     out: dict[str, float] = {}
-    for binding in os.environ.get("PERF_BINDING", "rpm,tpm").split(","):
+    for binding in bindings:
         tpm = int(rpm * per_call * 0.75) if binding == "tpm" else None
         limit = rpm if tpm is None else tpm / per_call  # calls per minute the binding limit allows
         flags = ("--rpm", str(rpm), "--burst-s", "2", *(("--tpm", str(tpm)) if tpm else ()))
         extra = f"rpm = {rpm}" + (f"\ntpm = {tpm}" if tpm else "") + f"\n{PRICE}"
-        for url_on in (True, False)[: int(os.environ.get("PERF_RUNS", "2"))]:
+        for url_on in (True, False) if alone else (True,):
             with simulator(*flags) as sim, redis(root) as url:
                 run_dir = fresh(root, "limits-run")
                 text = sweep_toml(run_dir, sim.base, models=1, data=data, model_extra=extra)
@@ -211,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)}")
     p.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp folder)")
+    p.add_argument("--binding", choices=["rpm", "tpm"], action="append", help="limits: which limit binds")
+    p.add_argument("--no-alone", action="store_true", help="limits: skip the uncoordinated runs")
     args = p.parse_args(argv)
     if not FOLLOWBENCH.is_dir():
         raise SystemExit(f"{FOLLOWBENCH} is missing: the shared benchmark data sits beside the checkout")
@@ -221,7 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="coordination-perf-"))
     root.mkdir(parents=True, exist_ok=True)
     os.environ.pop("IFSWEEP_COORDINATOR", None)  # each scenario says whether it coordinates
-    scenarios: dict[str, Any] = {"limits": limits, "budget": budget, "overhead": overhead}
+    scenarios: dict[str, Any] = {
+        "limits": lambda r: limits(r, args.binding or ("rpm", "tpm"), not args.no_alone),
+        "budget": budget,
+        "overhead": overhead,
+    }
     try:
         for name in chosen:
             scenarios[name](root)
