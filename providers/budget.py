@@ -1,15 +1,19 @@
 """Dollar caps: reserve the worst case before a call, settle to the actual cost after.
 
 All mutation happens without an await in between, so on one event loop every reserve/settle is atomic
-and concurrent calls can never jointly overshoot a cap.
+and concurrent calls can never jointly overshoot a cap. With a shared ledger (a coordinator's, see
+providers/coordination.py) the caps are checked there instead, against what every process of the sweep
+spent and holds; this process's own figures are still kept here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ifsweep.providers.coordination import SharedLedger
 from ifsweep.providers.records import BudgetExhausted
 
 SWEEP_SCOPE = "sweep"
@@ -32,17 +36,23 @@ class _Scope:
 class Reservation:
     labels: tuple[str, ...]
     amount_usd: float
+    token: int = 0  # names the reservation in a shared ledger
 
 
 class Budget:
     """The sweep cap plus optional per-label caps (one label per configured model)."""
 
-    def __init__(self, max_usd: float | None, *, spent_usd: float = 0.0) -> None:
+    def __init__(
+        self, max_usd: float | None, *, spent_usd: float = 0.0, shared: SharedLedger | None = None
+    ) -> None:
         _check_cap(SWEEP_SCOPE, max_usd, spent_usd)
         self._sweep = _Scope(max_usd, spent_usd)
         self._labels: dict[str, _Scope] = {}
         self._exhausted = False
         self._settled: asyncio.Event | None = None  # set (and replaced) on every settle
+        self._shared = shared
+        self._tokens = itertools.count(1)
+        self._retrying: asyncio.Lock | None = None  # shared ledger: one refused reservation asks again
 
     def add_scope(self, label: str, max_usd: float | None, *, spent_usd: float = 0.0) -> None:
         """Cap one label (None = track only). `spent_usd` is what earlier runs already spent (resume)."""
@@ -56,7 +66,9 @@ class Budget:
 
     @property
     def spent_usd(self) -> float:
-        return self._sweep.spent_usd
+        """Spent in the sweep so far; with a shared ledger, by every process (as last seen)."""
+        shared = self._shared.spent(SWEEP_SCOPE) if self._shared is not None else None
+        return self._sweep.spent_usd if shared is None else shared
 
     @property
     def reserved_usd(self) -> float:
@@ -72,6 +84,9 @@ class Budget:
         return self._exhausted
 
     def spent_by(self, label: str) -> float:
+        shared = self._shared.spent(label) if self._shared is not None else None
+        if shared is not None:
+            return shared
         scope = self._labels.get(label)
         return scope.spent_usd if scope else 0.0
 
@@ -92,6 +107,8 @@ class Budget:
         settle (they usually cost far less than their worst case) and tries again. Raises BudgetExhausted
         only when the call cannot fit even with nothing else in flight, so a sweep stopped by its cap has
         spent close to the cap rather than a cap minus every in-flight call's worst case."""
+        if self._shared is not None:
+            return await self._reserve_shared(self._shared, labels, amount_usd)
         while True:
             blocked = self._blocked(labels, amount_usd)
             if blocked is None:
@@ -102,6 +119,33 @@ class Budget:
             if self._settled is None:
                 self._settled = asyncio.Event()
             await self._settled.wait()
+
+    async def _reserve_shared(
+        self, shared: SharedLedger, labels: Sequence[str], amount_usd: float
+    ) -> Reservation:
+        """`reserve_when_settled` against the shared ledger: the same rule, over every process."""
+        if amount_usd < 0:
+            raise ValueError(f"reservation must be >= 0, got {amount_usd}")
+        scopes = [self._labels.setdefault(label, _Scope(None)) for label in labels]
+        caps = [(SWEEP_SCOPE, self._sweep.cap_usd), *zip(labels, (s.cap_usd for s in scopes), strict=True)]
+        token = next(self._tokens)
+        if not (await shared.reserve(token, caps, amount_usd)).granted:
+            # Refused calls queue here, so a process asks the ledger again once per change, not once
+            # per waiting call. Asked afresh once in front: much may have changed while queued.
+            self._retrying = self._retrying or asyncio.Lock()
+            async with self._retrying:
+                await self._retry_shared(shared, token, caps, amount_usd)
+        return self._hold(labels, amount_usd, token)
+
+    async def _retry_shared(
+        self, shared: SharedLedger, token: int, caps: Sequence[tuple[str, float | None]], amount_usd: float
+    ) -> None:
+        while not (verdict := await shared.reserve(token, caps, amount_usd)).granted:
+            if not verdict.others_hold:
+                self._exhausted = True
+                cap = dict(caps)[verdict.scope]
+                raise BudgetExhausted(verdict.scope, cap if cap is not None else 0.0, amount_usd)
+            await shared.changed()
 
     def _scope(self, name: str) -> _Scope:
         return self._sweep if name == SWEEP_SCOPE else self._labels[name]
@@ -119,11 +163,11 @@ class Budget:
                 return BudgetExhausted(label, scope.cap_usd, amount_usd)
         return None
 
-    def _hold(self, labels: Sequence[str], amount_usd: float) -> Reservation:
+    def _hold(self, labels: Sequence[str], amount_usd: float, token: int = 0) -> Reservation:
         for scope in (self._sweep, *(self._labels[label] for label in labels)):
             scope.reserved_usd += amount_usd
             scope.held += 1
-        return Reservation(tuple(labels), amount_usd)
+        return Reservation(tuple(labels), amount_usd, token)
 
     def settle(self, reservation: Reservation, actual_usd: float) -> None:
         """Release the hold and record what the call really cost (0.0 when nothing was billed)."""
@@ -131,6 +175,8 @@ class Budget:
             scope.held -= 1
             scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd) if scope.held else 0.0
             scope.spent_usd += actual_usd
+        if self._shared is not None:
+            self._shared.settle(reservation.token, (SWEEP_SCOPE, *reservation.labels), actual_usd)
         if self._settled is not None:
             self._settled.set()
             self._settled = None

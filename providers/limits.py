@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
 
+from ifsweep.providers.coordination import RateGrant, SharedRates, Window
 from ifsweep.providers.retry import header, parse_duration
 
 EventKind = Literal["backoff", "rate_limited", "limit_learned", "error"]
@@ -201,6 +202,7 @@ class Admission:
 
     generation: int
     tokens: int
+    booked: tuple[float, float] = (0.0, 0.0)  # shared allowances: RateGrant.booked
 
 
 # Shorter slow-downs happen constantly near a limit; only longer ones are worth an event.
@@ -210,7 +212,12 @@ MAX_PAUSE_S = 120.0
 
 
 class EndpointLimiter:
-    """Everything that gates calls to one endpoint key (provider, api_base, key variable, model)."""
+    """Everything that gates calls to one endpoint key (provider, api_base, key variable, model).
+
+    With `shared` (a coordinator's SharedRates), the RPM and TPM allowances live there, summed over every
+    process calling the endpoint, instead of in this process's pacer and bucket; Retry-After pauses and
+    learned limits are passed on to it. Concurrency (AIMD) stays per process.
+    """
 
     def __init__(
         self,
@@ -223,13 +230,17 @@ class EndpointLimiter:
         emit: Callable[[ProviderEvent], None] | None = None,
         increase_every: int = 10,
         tpm_burst_s: float = 60.0,
+        shared: SharedRates | None = None,
     ) -> None:
         self.name = name
         self.clock: Clock = clock or MonotonicClock()
         self._emit = emit
         self._tpm_burst_s = tpm_burst_s
-        self.pacer = RequestPacer(rpm) if rpm else None
-        self.bucket = TokenBucket(tpm, self.clock, burst_s=tpm_burst_s) if tpm else None
+        self.shared = shared
+        # Shared: the limits paced to (configured or learned); the allowances themselves live in `shared`.
+        self._shared_limits: dict[str, int | None] = {"requests": rpm, "tokens": tpm}
+        self.pacer = RequestPacer(rpm) if rpm and shared is None else None
+        self.bucket = TokenBucket(tpm, self.clock, burst_s=tpm_burst_s) if tpm and shared is None else None
         self._rpm_configured = rpm is not None
         self._tpm_configured = tpm is not None
         self.rpm_learned = False
@@ -245,33 +256,43 @@ class EndpointLimiter:
 
     @property
     def rpm_limit(self) -> int | None:
+        if self.shared is not None:
+            return self._shared_limits["requests"]
         return self.pacer.per_minute if self.pacer else None
 
     @property
     def tpm_limit(self) -> int | None:
+        if self.shared is not None:
+            return self._shared_limits["tokens"]
         return self.bucket.per_minute if self.bucket else None
 
     def tighten(self, *, rpm: int | None, tpm: int | None, max_concurrency: int | None) -> None:
         """Another spec shares this key: the strictest configured limit wins."""
         if rpm is not None:
-            if self.pacer is None or not self._rpm_configured or rpm < self.pacer.per_minute:
+            known = self.rpm_limit
+            if known is None or not self._rpm_configured or rpm < known:
                 self._set_rpm(rpm)
             self._rpm_configured = True
         if tpm is not None:
-            if self.bucket is None or not self._tpm_configured or tpm < self.bucket.per_minute:
+            known = self.tpm_limit
+            if known is None or not self._tpm_configured or tpm < known:
                 self._set_tpm(tpm)
             self._tpm_configured = True
         if max_concurrency is not None and max_concurrency < self.concurrency.max_limit:
             self.concurrency.set_max(max_concurrency)
 
     def _set_rpm(self, rpm: int) -> None:
-        if self.pacer is None:
+        if self.shared is not None:
+            self._shared_limits["requests"] = rpm
+        elif self.pacer is None:
             self.pacer = RequestPacer(rpm)
         else:
             self.pacer.set_rate(rpm)
 
     def _set_tpm(self, tpm: int) -> None:
-        if self.bucket is None:
+        if self.shared is not None:
+            self._shared_limits["tokens"] = tpm
+        elif self.bucket is None:
             self.bucket = TokenBucket(tpm, self.clock, burst_s=self._tpm_burst_s)
         else:
             self.bucket.set_rate(tpm)
@@ -288,15 +309,46 @@ class EndpointLimiter:
             generation = await self.concurrency.acquire()
             try:
                 await self._wait_pause()  # a 429 elsewhere may have paused the endpoint while we queued
-                if self.pacer is not None:
-                    await self.pacer.acquire()
-                taken = await self.bucket.acquire(tokens) if self.bucket is not None else 0
+                booked = (0.0, 0.0)
+                if self.shared is not None:
+                    taken, booked = await self._take_shared(self.shared, tokens)
+                else:
+                    if self.pacer is not None:
+                        await self.pacer.acquire()
+                    taken = await self.bucket.acquire(tokens) if self.bucket is not None else 0
             except BaseException:
                 self.concurrency.release()
                 raise
         finally:
             self.waiting -= 1
-        return Admission(generation, taken)
+        return Admission(generation, taken, booked)
+
+    async def _take_shared(self, shared: SharedRates, tokens: int) -> tuple[int, tuple[float, float]]:
+        """Book this call's slot in the shared allowances and sleep until it starts."""
+        limits = self._shared_limits
+        grant = await shared.take(
+            tokens,
+            rpm=limits["requests"] if self._rpm_configured else None,
+            tpm=limits["tokens"] if self._tpm_configured else None,
+            fallback=(limits["requests"], limits["tokens"]),
+            tpm_burst_s=self._tpm_burst_s,
+        )
+        self._adopt(grant)
+        if grant.wait_s > 0:
+            await self.clock.sleep(grant.wait_s)
+        return grant.tokens, grant.booked
+
+    def _adopt(self, grant: RateGrant) -> None:
+        """Limits another process learned from the provider's headers, taken over as if learned here."""
+        for window in grant.learned:
+            limit = grant.rpm if window == "requests" else grant.tpm
+            if limit is not None and self._shared_limits[window] != limit:
+                self._shared_limits[window] = limit
+                if window == "requests":
+                    self.rpm_learned = True
+                else:
+                    self.tpm_learned = True
+                self._say("limit_learned", f"{self.name}: another process learned {limit} {window}/min", None)
 
     @property
     def congested(self) -> bool:
@@ -306,8 +358,13 @@ class EndpointLimiter:
     def release(self, admission: Admission, *, used_tokens: int | None, ok: bool) -> None:
         """Free the slot. `used_tokens` None means unknown (the call may have run): keep the reservation."""
         self.concurrency.release()
-        if self.bucket is not None and used_tokens is not None:
-            self.bucket.refund(admission.tokens - used_tokens)
+        if used_tokens is not None:
+            if self.shared is not None:
+                tpm = self._shared_limits["tokens"]
+                if tpm:
+                    self.shared.refund(admission.tokens - used_tokens, tpm)
+            elif self.bucket is not None:
+                self.bucket.refund(admission.tokens - used_tokens)
         if ok:
             self.concurrency.on_success()
             if used_tokens:
@@ -317,6 +374,8 @@ class EndpointLimiter:
         self.concurrency.on_rate_limited(admission.generation)
         if wait_s is not None and wait_s > 0:
             self.pause(wait_s)
+            if self.shared is not None:
+                self.shared.pause(min(wait_s, MAX_PAUSE_S))
 
     def pause(self, seconds: float) -> bool:
         """Hold every call to this endpoint for `seconds`; returns whether that extended the pause."""
@@ -352,11 +411,13 @@ class EndpointLimiter:
             self._usage_sum -= tokens
             self._usage_calls -= calls
 
-    def observe(self, headers: Mapping[str, str]) -> None:
+    def observe(self, headers: Mapping[str, str], admission: Admission | None = None) -> None:
         """Learn limits a provider announces, and slow down before its window runs dry: when what is
         left would not cover the calls already in flight, wait until the provider has refilled the
-        shortfall (never longer than its announced reset)."""
-        for window in ("requests", "tokens"):
+        shortfall (never longer than its announced reset). With shared allowances, what is left
+        caps the shared bucket instead."""
+        windows: tuple[Window, Window] = ("requests", "tokens")
+        for window in windows:
             limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
             if limit is not None and limit > 0:
                 self._learn(window, limit)
@@ -364,6 +425,10 @@ class EndpointLimiter:
             if remaining is None:
                 continue
             known = limit or (self.rpm_limit if window == "requests" else self.tpm_limit)
+            if self.shared is not None:
+                if window == "tokens" and admission is not None:
+                    self._sync_shared(self.shared, remaining, admission)
+                continue
             need = self.concurrency.in_flight * (1 if window == "requests" else self._tokens_per_call())
             if not known or remaining >= need + 1:
                 continue
@@ -380,10 +445,18 @@ class EndpointLimiter:
                     wait,
                 )
 
+    def _sync_shared(self, shared: SharedRates, remaining: int, admission: Admission) -> None:
+        """Shared allowances: the tokens the provider says remain correct the shared bucket for every
+        process (a local pause would not: the others, and this one after it, would find the bucket
+        full). Requests need no correction: nothing refunds them."""
+        if self.tpm_limit:
+            capacity = self.tpm_limit * self._tpm_burst_s / 60
+            shared.sync(remaining, self.tpm_limit, capacity, admission.booked)
+
     def _tokens_per_call(self) -> int:
         return self._usage_sum // self._usage_calls if self._usage_calls else 1
 
-    def _learn(self, window: str, limit: int) -> None:
+    def _learn(self, window: Window, limit: int) -> None:
         if window == "requests":
             if self._rpm_configured or self.rpm_limit == limit:
                 return
@@ -394,6 +467,8 @@ class EndpointLimiter:
                 return
             self._set_tpm(limit)
             self.tpm_learned = True
+        if self.shared is not None:
+            self.shared.learn(window, limit)
         self._say("limit_learned", f"{self.name} announces {limit} {window}/min: pacing to it", None)
 
     def _say(self, kind: EventKind, message: str, wait_s: float | None) -> None:

@@ -13,6 +13,7 @@ from typing import Literal
 import aiohttp
 
 from ifsweep.providers.budget import Budget
+from ifsweep.providers.coordination import RateCoordinator
 from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
@@ -113,8 +114,10 @@ class ProviderPool:
         on_event: Callable[[ProviderEvent], None] | None = None,
         global_concurrency: int | None = None,
         clock: Clock | None = None,
+        coordinator: RateCoordinator | None = None,
     ) -> None:
         self.budget = budget
+        self._coordinator = coordinator  # shares each endpoint's RPM/TPM with other processes
         self.retry = retry
         self._on_event = on_event
         self._clock: Clock = clock or MonotonicClock()
@@ -171,6 +174,7 @@ class ProviderPool:
                 clock=self._clock,
                 emit=self._emit,
                 tpm_burst_s=TPM_BURST_S,
+                shared=self._coordinator.rates(key) if self._coordinator is not None else None,
             )
             shared = self._shared[key] = _Shared(limiter, _Counters())
         else:
@@ -502,7 +506,7 @@ class Endpoint:
             self._shared.counters.usage_estimated += 1
         self._limiter.release(admission, used_tokens=inp + out, ok=True)
         if reply.headers:
-            self._limiter.observe(reply.headers)
+            self._limiter.observe(reply.headers, admission)
         cost = self._price.cost(inp, out) if self._price else 0.0
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(

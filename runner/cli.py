@@ -58,7 +58,15 @@ def _is_user_error(e: Exception) -> bool:
     # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
     # module need not import the modules that define them.
     return isinstance(e, ConfigError | DataError | UsageError) or bool(
-        names & {"DownloadError", "IncompatibleRun", "UnknownPrice", "ManifestError", "WriterBusyError"}
+        names
+        & {
+            "DownloadError",
+            "IncompatibleRun",
+            "UnknownPrice",
+            "ManifestError",
+            "WriterBusyError",
+            "CoordinatorError",
+        }
     )
 
 
@@ -71,7 +79,12 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("run", help="run (or resume) the sweep a TOML config describes")
     c.add_argument("config", type=Path)
-    c.add_argument("--partition", metavar="I/N", help="run only partition I of N (0-based) of the keys")
+    c.add_argument(
+        "--partition",
+        metavar="I/N",
+        help="run only partition I of N (0-based) of the keys (default: from a Slurm array task or a "
+        "Kubernetes Indexed Job, see docs/resume.md)",
+    )
     c.add_argument(
         "--no-retry-errors", action="store_true", help="keep stored error records instead of retrying"
     )
@@ -177,14 +190,22 @@ def _load_work(cfg: SweepConfig) -> Work:
 
 
 def _partition(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    from ifsweep.runner.partition import parse_partition
+    from ifsweep.runner.partition import parse_partition, partition_from_env
 
+    if text is not None:
+        try:
+            return parse_partition(text)
+        except ValueError as e:
+            raise UsageError(f"--partition: {e}") from None
     try:
-        return parse_partition(text)
+        found = partition_from_env(os.environ)
     except ValueError as e:
-        raise UsageError(f"--partition: {e}") from None
+        raise UsageError(f"partition from the environment: {e}") from None
+    if found is None:
+        return None
+    partition, source = found
+    print(f"[ifsweep] partition {partition.i}/{partition.n} (from {source})", file=sys.stderr)
+    return partition
 
 
 def _print_result(result: object, run_dir: Path) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ifsweep.providers.coordination import ENV_VAR as COORDINATOR_ENV
+from ifsweep.providers.coordination import CoordinatorSettings, parse_coordinator
 from ifsweep.providers.records import EndpointSpec, Price
 
 ScoringMode = Literal["paper", "reference"]
@@ -32,6 +34,7 @@ _RUN_KEYS = {
     "flush_ms": "group-commit interval of the result shards",
     "progress": "auto | rich | plain | off",
     "stop_deadline_s": "how long in-flight calls may finish after Ctrl-C",
+    "coordinator": "redis://host:port/db shared by processes that share limits and budget",
 }
 _BENCH_KEYS = {"name", "data", "limit", "scoring", "reask"}
 _ENDPOINT_KEYS = {
@@ -88,6 +91,7 @@ class RunConfig:
     flush_ms: float = 200.0
     progress: ProgressMode = "auto"
     stop_deadline_s: float = 30.0
+    coordinator: CoordinatorSettings | None = None  # shared limits and budget (IFSWEEP_COORDINATOR wins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +189,21 @@ def _run(path: Path, base: Path, t: Mapping[str, Any]) -> RunConfig:
         flush_ms=_opt_pos_float(path, "run.flush_ms", t.get("flush_ms")) or 200.0,
         progress=progress,
         stop_deadline_s=_opt_pos_float(path, "run.stop_deadline_s", t.get("stop_deadline_s")) or 30.0,
+        coordinator=_coordinator(path, t.get("coordinator")),
     )
+
+
+def _coordinator(path: Path, value: Any) -> CoordinatorSettings | None:
+    """`run.coordinator`, or the environment variable, which wins so that one config serves runs
+    with and without a coordinator (a Slurm or Kubernetes job sets it)."""
+    env = os.environ.get(COORDINATOR_ENV, "").strip()
+    where, text = (COORDINATOR_ENV, env) if env else ("run.coordinator", value)
+    if text is None:
+        return None
+    try:
+        return parse_coordinator(_str(path, where, text))
+    except ValueError as e:
+        raise ConfigError(path if where == "run.coordinator" else "(environment)", where, str(e)) from None
 
 
 def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> BenchmarkConfig:

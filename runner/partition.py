@@ -1,16 +1,25 @@
 """Split a run's work between processes by key, so several machines (or cores) can share one run dir.
 
 Each partition process writes its own shards (writer id `p{i}of{n}`) into the same run directory, and
-every reader merges all writers, so partitions never coordinate: the key alone decides the owner.
+every reader merges all writers, so partitions never coordinate over work: the key alone decides the
+owner. (Limits and budget are another matter: a coordinator shares those, docs/design/coordination.md.)
+
+The partition comes from `--partition i/n`, or from the job array that started the process: a Slurm
+array task (SLURM_ARRAY_TASK_ID, _COUNT, _MIN) or a Kubernetes Indexed Job pod (JOB_COMPLETION_INDEX,
+with the count in IFSWEEP_PARTITION_COUNT: Kubernetes does not tell a pod how many completions its Job
+has, so the manifest sets the variable to the same number as `completions`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from typing import NamedTuple
 
-__all__ = ["Partition", "in_partition", "parse_partition"]
+__all__ = ["COUNT_ENV", "Partition", "in_partition", "parse_partition", "partition_from_env"]
+
+COUNT_ENV = "IFSWEEP_PARTITION_COUNT"
 
 _SPEC_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -51,3 +60,51 @@ def parse_partition(spec: str) -> Partition:
     if index >= count:
         raise ValueError(f"partition {spec!r}: index is 0-based, so it must be in 0..{count - 1}")
     return Partition(index, count)
+
+
+def partition_from_env(env: Mapping[str, str]) -> tuple[Partition, str] | None:
+    """The partition of a Slurm array task or a Kubernetes Indexed Job pod, and where it came from;
+    None outside both. Raises ValueError naming the variable that is missing or wrong."""
+    if "SLURM_ARRAY_TASK_ID" in env:
+        return _slurm_task(env), "SLURM_ARRAY_TASK_ID"
+    if "JOB_COMPLETION_INDEX" in env:
+        if COUNT_ENV not in env:
+            raise ValueError(
+                f"JOB_COMPLETION_INDEX is set but {COUNT_ENV} is not: set it to the Job's completions "
+                "(the number of partitions), or pass --partition I/N"
+            )
+        return _checked(
+            _env_int(env, "JOB_COMPLETION_INDEX"), _env_int(env, COUNT_ENV), "JOB_COMPLETION_INDEX"
+        ), (f"JOB_COMPLETION_INDEX and {COUNT_ENV}")
+    return None
+
+
+def _slurm_task(env: Mapping[str, str]) -> Partition:
+    """Slurm numbers array tasks from the array's lowest index (`--array=1-4` runs 1..4), so the
+    partition is the task id minus SLURM_ARRAY_TASK_MIN; a list or a step leaves holes partitions
+    cannot have."""
+    task, count = _env_int(env, "SLURM_ARRAY_TASK_ID"), _env_int(env, "SLURM_ARRAY_TASK_COUNT")
+    low, high = _env_int(env, "SLURM_ARRAY_TASK_MIN"), _env_int(env, "SLURM_ARRAY_TASK_MAX")
+    step = _env_int(env, "SLURM_ARRAY_TASK_STEP") if "SLURM_ARRAY_TASK_STEP" in env else 1
+    if step != 1 or high - low + 1 != count:
+        raise ValueError(
+            f"the Slurm array runs {count} tasks over ids {low}..{high} (step {step}): partitions need a "
+            "contiguous range such as --array=0-3"
+        )
+    return _checked(task - low, count, "SLURM_ARRAY_TASK_ID")
+
+
+def _checked(index: int, count: int, name: str) -> Partition:
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"{name} gives partition {index} of {count}: need 0 <= index < count")
+    return Partition(index, count)
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int:
+    value = env.get(name)
+    if value is None:
+        raise ValueError(f"{name} is not set")
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ValueError(f"{name}={value!r}: expected a whole number") from None

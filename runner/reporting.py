@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,8 @@ from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from ifsweep.runner.status import StatusReport
 
 
 def require_run_dir(run_dir: Path) -> None:
@@ -76,18 +79,17 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
 
 def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
-    benchmark what is planned, done, failed and spent."""
+    benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
     from ifsweep.runner.board import natural_key, table_lines
-    from ifsweep.runner.status import status_board, status_table
+    from ifsweep.runner.status import status_board, status_report
 
     require_run_dir(run_dir)
     try:
         board = table_lines(status_board(run_dir))
-        rows = sorted(
-            status_table(run_dir), key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"]))
-        )
+        report = status_report(run_dir)
     except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
         raise UsageError(str(e)) from None
+    rows = sorted(report.rows, key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"])))
     head = f"{'model':24s} {'benchmark':14s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
     lines = [*board, "", head, "-" * len(head)]
     for r in rows:
@@ -96,4 +98,31 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
+    if report.shared is not None or any(p["partition"] for p in report.partitions):
+        lines += ["", *_partition_lines(report)]
     return "\n".join(lines)
+
+
+def _partition_lines(report: StatusReport) -> list[str]:
+    """Per partition: its summary's progress and what its own shards spent; then the shared spend."""
+    head = f"{'partition':10s} {'status':17s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
+    head += "  updated"
+    lines = [head, "-" * len(head)]
+    for p in report.partitions:
+        when = time.strftime("%H:%M:%S", time.localtime(p["updated_at"])) if p["updated_at"] else "-"
+        lines.append(
+            f"{p['partition'] or p['writer']:10s} {p['status'] or 'no summary':17s} {_opt(p['planned']):>8s} "
+            f"{_opt(p['done']):>8s} {_opt(p['errors']):>7s} {p['spent_usd']:10.4f}  {when}"
+        )
+    lines.append(f"spent by all partitions: ${report.spent_usd:.4f} (their shards)")
+    if report.shared is not None:
+        s = report.shared
+        when = time.strftime("%H:%M:%S", time.localtime(s["updated_at"])) if s["updated_at"] else "?"
+        lines.append(
+            f"shared ledger at {s['coordinator']}: ${float(s['spent_usd'] or 0):.4f} (as seen at {when})"
+        )
+    return lines
+
+
+def _opt(value: object) -> str:
+    return "?" if value is None else str(value)

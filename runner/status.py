@@ -2,7 +2,8 @@
 
 One pass over every writer's shards. `spent_usd` sums every call record ever written, superseded ones
 included, because an error that was retried was still paid for; `errors` counts only the calls whose
-newest record is still an error (what a resume would retry).
+newest record is still an error (what a resume would retry). A partitioned run also gets one row per
+partition (its summary file, and what its own shards spent) and the spend every partition shares.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from ifsweep.runner.board import Board, natural_key
 from ifsweep.runner.eta import Outlook
 from ifsweep.runner.pace import RATE_WINDOW_S
 from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
-from ifsweep.runner.shards import DamageReport, scan_shards
+from ifsweep.runner.shards import DamageReport, scan_shards, shard_files
 from ifsweep.runner.workload import Tally
 
-__all__ = ["SUMMARY_NAME", "status_board", "status_table", "summary_name"]
+__all__ = ["SUMMARY_NAME", "StatusReport", "status_board", "status_report", "status_table", "summary_name"]
 
 SUMMARY_NAME = "summary.json"
 
@@ -49,13 +50,18 @@ def _writer_slot(path: Path) -> tuple[int, int] | None:
     return (count, index) if 0 <= index < count else None
 
 
-def _read_summary(path: Path) -> tuple[float, dict[tuple[str, str], int]]:
+def _load_summary(path: Path) -> dict[str, Any]:
     try:
         summary = orjson.loads(path.read_bytes())
     except orjson.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(summary, dict):
         raise ValueError(f"{path}: expected a JSON object")
+    return summary
+
+
+def _read_summary(path: Path) -> tuple[float, dict[tuple[str, str], int]]:
+    summary = _load_summary(path)
     entries = summary.get("by_model", [])
     if not isinstance(entries, list):
         raise ValueError(f"{path}: field 'by_model': expected a list")
@@ -94,12 +100,31 @@ def _planned(run_dir: Path) -> dict[tuple[str, str], int]:
     return {} if best is None else best[1]
 
 
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    rows: list[dict[str, Any]]  # per (model, benchmark): see status_table
+    # Per writer that left a summary or shards: {writer, partition ("i/n", or None for an unpartitioned
+    # writer), status, planned, done, errors, spent_usd (its own shards), updated_at}.
+    partitions: list[dict[str, Any]]
+    spent_usd: float  # every call record of every writer
+    # The newest summary written under a coordinator: {coordinator, spent_usd (the shared ledger's
+    # total as that process last saw it), updated_at}; None if no writer had one.
+    shared: dict[str, Any] | None
+
+
 def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> list[dict[str, Any]]:
     """Rows {model, benchmark, planned, done, errors, spent_usd}, sorted by model then benchmark.
     `planned` is None when no complete set of summary files says (see `_planned`); `done` counts
     instances with a verdict whose rows hold no error."""
+    return status_report(run_dir, damaged).rows
+
+
+def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> StatusReport:
+    """The per-model rows, the per-partition rows and the run's spend, from one pass over the shards."""
     run_dir = Path(run_dir)
     spent: dict[tuple[str, str], float] = defaultdict(float)
+    writers = [writer for writer, _, _ in shard_files(run_dir)]
+    by_writer: dict[str, float] = defaultdict(float)
     # newest per key: (model, benchmark, is_error, instance_id or None for calls)
     newest: dict[bytes, tuple[tuple[str, str], bool, str | None]] = {}
     for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
@@ -113,6 +138,7 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
             cost = rec.get("cost_usd")
             if isinstance(cost, int | float):
                 spent[group] += float(cost)
+                by_writer[writers[sl.file_no]] += float(cost)
             entry = (group, sl.is_error, None)
         old = newest.get(sl.key)
         if old is None or not entry[1] or old[1]:
@@ -126,7 +152,7 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
             done[group].add(instance)
     planned = _planned(run_dir)
     groups = sorted(set(planned) | set(spent) | set(done) | set(errors))
-    return [
+    rows = [
         {
             "model": m,
             "benchmark": b,
@@ -137,6 +163,53 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
         }
         for m, b in groups
     ]
+    partitions, shared = _partitions(run_dir, by_writer)
+    return StatusReport(rows, partitions, round(sum(by_writer.values()), 10), shared)
+
+
+def _partitions(
+    run_dir: Path, by_writer: dict[str, float]
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """A row per writer (from its summary file, if any, and its own spend), and the newest shared
+    ledger figure."""
+    summaries: dict[str, dict[str, Any]] = {}
+    for path in run_dir.glob("summary*.json"):
+        slot = _writer_slot(path)
+        if slot is not None:
+            count, index = slot
+            summaries["main" if path.name == SUMMARY_NAME else f"p{index}of{count}"] = _load_summary(path)
+    rows, shared = [], None
+    for writer in sorted(set(summaries) | set(by_writer), key=_writer_order):
+        summary = summaries.get(writer, {})
+        m = _PARTITION_RE.fullmatch(writer)
+        rows.append(
+            {
+                "writer": writer,
+                "partition": f"{m.group(1)}/{m.group(2)}" if m else None,
+                "status": summary.get("status"),
+                "planned": summary.get("planned"),
+                "done": summary.get("done"),
+                "errors": summary.get("errors"),
+                "spent_usd": round(by_writer.get(writer, 0.0), 10),
+                "updated_at": summary.get("updated_at"),
+            }
+        )
+        if summary.get("coordinator") and (shared is None or _newer(summary, shared)):
+            shared = {k: summary.get(k) for k in ("coordinator", "spent_usd", "updated_at")}
+    return rows, shared
+
+
+def _writer_order(writer: str) -> tuple[int, int, str]:
+    m = _PARTITION_RE.fullmatch(writer)
+    return (int(m.group(2)), int(m.group(1)), writer) if m else (0, 0, writer)
+
+
+def _newer(summary: dict[str, Any], than: dict[str, Any]) -> bool:
+    def when(d: dict[str, Any]) -> float:
+        t = d.get("updated_at")
+        return float(t) if isinstance(t, int | float) else 0.0
+
+    return when(summary) > when(than)
 
 
 # ---------------------------------------------------------------------------------------------- the board

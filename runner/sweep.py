@@ -23,6 +23,9 @@ import orjson
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.config import ConfigError, SweepConfig
+from ifsweep.runner.coordinator import join as join_coordinator
+from ifsweep.runner.coordinator import record_spend
+from ifsweep.runner.coordinator import totals as spend_totals
 from ifsweep.runner.keys import endpoint_identity
 from ifsweep.runner.manifest import (
     BenchmarkEntry,
@@ -142,7 +145,6 @@ async def run_sweep(
     progress: str | None = None,
     retry_errors: bool | None = None,
 ) -> SweepResult:
-    from ifsweep.providers.budget import Budget
     from ifsweep.providers.pool import ProviderPool
     from ifsweep.runner.partition import in_partition
     from ifsweep.runner.shards import RunStore
@@ -153,11 +155,14 @@ async def run_sweep(
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
     store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    coordinator = None
     try:
-        spent_total, spent_by = _already_spent(store)
-        budget = Budget(cfg.run.max_usd, spent_usd=spent_total)
-        for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
-            budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+        if cfg.run.coordinator is None:
+            spent = _already_spent(store)
+        else:
+            coordinator, baseline = await join_coordinator(cfg.run.coordinator, run_dir, writer_id)
+            spent = spend_totals(baseline)
+        budget = _budget(cfg, spent, coordinator)
 
         keep: Keep = None
         if partition is not None:
@@ -177,9 +182,16 @@ async def run_sweep(
         status: SweepStatus = "complete"
         message = ""
         started = time.time()
+        shared_at = None
+        if coordinator is not None:
+            coordinator.emit = state.on_event
+            shared_at = coordinator.settings.display
 
         async with ProviderPool(
-            budget=budget, on_event=state.on_event, global_concurrency=cfg.run.concurrency
+            budget=budget,
+            on_event=state.on_event,
+            global_concurrency=cfg.run.concurrency,
+            coordinator=coordinator,
         ) as pool:
             judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
             endpoints = [pool.endpoint(s) for s in cfg.models]
@@ -201,8 +213,17 @@ async def run_sweep(
                             _watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
                         )
                         outer.start_soon(
-                            _write_summary_every, run_dir, counters, budget, started, writer_id, state
+                            _write_summary_every,
+                            run_dir,
+                            counters,
+                            budget,
+                            started,
+                            writer_id,
+                            state,
+                            shared_at,
                         )
+                        if coordinator is not None:
+                            outer.start_soon(coordinator.run)
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:
@@ -225,13 +246,20 @@ async def run_sweep(
             store.flush()
         except DiskFullError as e:
             status, message = "failed", _describe(e)
+        if coordinator is not None and not await coordinator.close():
+            print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
         result = _result(status, counters, budget.spent_usd, message)
         try:
-            write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
+            write_summary(
+                run_dir, result.status, result, counters, budget, started, writer_id, state, shared_at
+            )
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
     finally:
+        if coordinator is not None:
+            with anyio.CancelScope(shield=True):
+                await coordinator.close()  # a no-op if closed above; else its holds go at once
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
             store.close()
 
@@ -349,15 +377,27 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator: Any) -> Any:
+    """The sweep's Budget with a scope per model (and the judge), starting from what was spent."""
+    from ifsweep.providers.budget import Budget
+
+    spent_total, spent_by = spent
+    budget = Budget(
+        cfg.run.max_usd, spent_usd=spent_total, shared=coordinator.ledger if coordinator else None
+    )
+    for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
+        budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+    return budget
+
+
 def _already_spent(store: Any) -> tuple[float, dict[str, float]]:
     """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent."""
     total = 0.0
     by: dict[str, float] = {}
     # Every stored call was paid for, superseded error records included.
     for rec in store.iter_records({"generation", "judgment"}):
-        cost = float(rec.get("cost_usd") or 0.0)
+        label, cost = record_spend(rec)
         total += cost
-        label = rec.get("judge") if rec["kind"] == "judgment" else rec.get("model")
         if label is not None:
             by[label] = by.get(label, 0.0) + cost
     return total, by
@@ -409,11 +449,12 @@ async def _write_summary_every(
     started: float,
     writer_id: str = "main",
     state: ProgressState | None = None,
+    coordinator: str | None = None,
 ) -> None:
     while True:
         await anyio.sleep(SUMMARY_EVERY_S)
         result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, budget, started, state)
+        data = summary_bytes("running", result, counters, budget, started, state, coordinator)
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
@@ -429,10 +470,12 @@ def write_summary(
     started: float,
     writer_id: str = "main",
     state: ProgressState | None = None,
+    coordinator: str | None = None,
 ) -> None:
     """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
-    atomically so a reader never sees half of it. `status` is the sweep's status, or "running"."""
-    data = summary_bytes(status, result, counters, budget, started, state)
+    atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
+    `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
+    data = summary_bytes(status, result, counters, budget, started, state, coordinator)
     atomic_write(run_dir / summary_name(writer_id), data)
 
 
@@ -443,6 +486,7 @@ def summary_bytes(
     budget: Any,
     started: float,
     state: ProgressState | None = None,
+    coordinator: str | None = None,
 ) -> bytes:
     body: dict[str, Any] = {
         "status": status,
@@ -468,6 +512,8 @@ def summary_bytes(
     }
     if state is not None:  # what `ifsweep status` needs to redo the ETA (runner/status.py)
         body.update(state.summary_fields())
+    if coordinator is not None:
+        body["coordinator"] = coordinator
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
 
 
