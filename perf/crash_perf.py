@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_resume_crash import SEED, crash_chain, resends, run_child, sweep_toml, verdicts
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main as cli_main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 BENCH = ("followbench", "cfbench", "infobench", "eifbench")
 MODELS = ("alpha", "beta", "gamma")

@@ -1,7 +1,7 @@
 """The whole sweep under load: overhead against a bare aiohttp loop and Inspect AI, latency-bound
 throughput, rate limits, budget, memory. Prints figures and ratios measured in one run; not a test.
 
-The simulator always runs in a SUBPROCESS (`python -m providers.simulator`), so the client's CPU figures
+The simulator always runs in a SUBPROCESS (`python -m ifsweep.simulator`), so the client's CPU figures
 are the client's own. Data: FollowBench's example category (200 rule-scored instances, no judge) from
 ../shared/benchmarks/FollowBench/data, or a generated file in the same schema for bigger runs.
 
@@ -77,7 +77,7 @@ def _proc_cpu_s(pid: int) -> float:
 @contextmanager
 def simulator(*flags: str) -> Iterator[Sim]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0", *flags],
+        [sys.executable, "-m", "ifsweep.simulator", "--port", "0", *flags],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -251,7 +251,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve_mock(args: argparse.Namespace) -> int:
-    from ifsweep.providers.simulator import serve_main
+    from ifsweep.simulator import serve_main
 
     return serve_main(list(args.rest))
 

@@ -46,10 +46,10 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
 
 async def _demo(out: Path) -> int:
     from ifsweep import metrics
-    from ifsweep.providers.simulator import SimConfig, Simulator
     from ifsweep.runner.compact import load_verdict_rows
     from ifsweep.runner.config import parse_config
     from ifsweep.runner.sweep import check_ready, load_work, run_sweep
+    from ifsweep.simulator import SimConfig, Simulator
 
     async with Simulator(SimConfig(latency_ms=15, jitter_ms=10, seed=7)) as sim:
         cfg = parse_config(demo_config(out, sim.base_url), out / "demo.toml", check_env=False)

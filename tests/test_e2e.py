@@ -12,9 +12,9 @@ from typing import ClassVar
 import pytest
 from sweeps import toml_config
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.shards import RunStore
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 
 @pytest.fixture
