@@ -24,10 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_resume_crash import SEED, crash_chain, resends, run_child, sweep_toml, verdicts
 
+from ifsweep import benchmarks
 from ifsweep.runner.cli import main as cli_main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
-BENCH = ("followbench", "cfbench", "infobench", "eifbench")
+BENCH = benchmarks.names()
 MODELS = ("alpha", "beta", "gamma")
 
 

@@ -51,13 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _is_user_error(e: Exception) -> bool:
-    from ifsweep.benchmarks import DataError
+    from ifsweep.benchmarks import BenchmarkLoadError, DataError
     from ifsweep.runner.config import ConfigError
 
     names = {cls.__name__ for cls in type(e).__mro__}
     # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
     # module need not import the modules that define them.
-    return isinstance(e, ConfigError | DataError | UsageError) or bool(
+    return isinstance(e, ConfigError | DataError | UsageError | BenchmarkLoadError) or bool(
         names & {"DownloadError", "IncompatibleRun", "UnknownPrice", "ManifestError", "WriterBusyError"}
     )
 
@@ -259,11 +259,14 @@ def _cmd_serve_mock(args: argparse.Namespace) -> int:
 def _cmd_bench_list(args: argparse.Namespace) -> int:
     from ifsweep import benchmarks
 
-    for name in benchmarks.names():
-        bench = benchmarks.get(name)
+    loaded = benchmarks.load_all()
+    for bench in loaded.benchmarks:
         opts = ", ".join(sorted(bench.options)) or "-"
-        print(f"{name:12s} options: {opts}")
-    return EXIT_OK
+        print(f"{bench.name:12s} {bench.display_name:14s} options: {opts}")
+    # A broken plugin is listed as broken, and the others stay usable.
+    for error in loaded.errors:
+        print(f"ifsweep: error: {error}", file=sys.stderr)
+    return EXIT_FAILED if loaded.errors else EXIT_OK
 
 
 def _cmd_bench_check(args: argparse.Namespace) -> int:

@@ -19,8 +19,10 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
     """The sweep the demo runs, as the TOML tables a user would write."""
     return {
         "run": {"output_dir": str(out.resolve()), "max_usd": 1.0, "concurrency": 32, "progress": "plain"},
+        # Every registered benchmark that loads (a broken plugin leaves the demo to the others).
         "benchmarks": [
-            {"name": name, "data": str(benchmarks.get(name).fixture_dir())} for name in benchmarks.names()
+            {"name": bench.name, "data": str(bench.fixture_dir())}
+            for bench in benchmarks.load_all().benchmarks
         ],
         "models": [
             {
@@ -48,6 +50,7 @@ async def _demo(out: Path) -> int:
     from ifsweep import metrics
     from ifsweep.runner.compact import load_verdict_rows
     from ifsweep.runner.config import parse_config
+    from ifsweep.runner.reporting import compute
     from ifsweep.runner.sweep import check_ready, load_work, run_sweep
     from ifsweep.simulator import SimConfig, Simulator
 
@@ -62,8 +65,8 @@ async def _demo(out: Path) -> int:
         f"simulated spend ${result.spent_usd:.4f}",
         file=sys.stderr,
     )
-    table = metrics.compute_metrics(load_verdict_rows(out))
-    print(metrics.render_table(table))
+    table, catalog = compute(load_verdict_rows(out))
+    print(metrics.render_table(table, catalog))
     print(f"\nNext: `ifsweep report {out} --format html --out {out}/report.html`", file=sys.stderr)
     return result.exit_code
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known
 from ifsweep.benchmarks.base import Release
@@ -24,11 +24,15 @@ from ifsweep.benchmarks.records import (
 )
 from ifsweep.benchmarks.releases import CFBENCH
 
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
+
 __all__ = ["CFBench"]
 
 
 class CFBench:
     name = "cfbench"
+    display_name = "CFBench"
     options: frozenset[str] = frozenset({"split"})
     release: Release = CFBENCH
 
@@ -68,6 +72,11 @@ class CFBench:
 
     def fixture_dir(self) -> Path:
         return Path(__file__).resolve().parent / "fixtures"
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.cfbench import metrics  # Polars: only where metrics are computed
+
+        return (metrics.definition(self.display_name),)
 
     def read_reference_outputs(
         self,

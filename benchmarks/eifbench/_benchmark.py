@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known, one_of
 from ifsweep.benchmarks.base import Release
@@ -20,6 +20,9 @@ from ifsweep.benchmarks.records import (
     TurnOutcome,
 )
 
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
+
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
@@ -29,6 +32,7 @@ def _scenario(options: Mapping[str, Any]) -> str | None:
 
 class EIFBench:
     name = "eifbench"
+    display_name = "EIFBench"
     options = frozenset({"scenario"})
 
     @property
@@ -78,6 +82,11 @@ class EIFBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.eifbench import _metrics  # Polars: only where metrics are computed
+
+        return (_metrics.definition(self.display_name),)
 
     def read_reference_outputs(
         self,

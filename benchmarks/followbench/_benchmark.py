@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known
 from ifsweep.benchmarks.base import Release
@@ -19,6 +19,9 @@ from ifsweep.benchmarks.records import (
     TurnOutcome,
 )
 from ifsweep.benchmarks.releases import FOLLOWBENCH
+
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
@@ -50,6 +53,7 @@ def instance_route(instance: Instance) -> _scoring.Route:
 
 class FollowBench:
     name = "followbench"
+    display_name = "FollowBench"
     options = frozenset({"language", "categories"})
     release: Release = FOLLOWBENCH
 
@@ -107,6 +111,11 @@ class FollowBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.followbench import _metrics  # Polars: only where metrics are computed
+
+        return _metrics.definitions(self.display_name)
 
     def read_reference_outputs(
         self,
