@@ -9,7 +9,7 @@ checks, metrics, reports, the simulator, the demo) asks the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -18,6 +18,7 @@ from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
     JudgeTask,
+    Message,
     Plan,
     ScoringMode,
     TurnOutcome,
@@ -88,6 +89,11 @@ class Benchmark(Protocol):
     def metrics(self) -> tuple[BenchmarkMetrics, ...]:
         """Its metric definitions for the metrics engine: one per report name its rows may carry (see
         `report_name`). Imports Polars, so only what computes metrics calls it."""
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        """For the simulator: when `messages` is a judge request this benchmark sends, a reply in the
+        shape its `parse` reads, each verdict `decide(judged answer, decision key)`; otherwise None (a
+        rule-only benchmark always answers None)."""
 
 
 class SupportsImport(Protocol):

@@ -27,6 +27,7 @@ from aiohttp import web
 
 from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.stats import SimStats
 from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
@@ -80,8 +81,15 @@ def _parse_request(raw: bytes) -> tuple[dict[str, Any], str, list[dict[str, Any]
 class Simulator:
     """The simulator server, run in the current event loop: `async with Simulator(cfg) as sim: ...`."""
 
-    def __init__(self, config: SimConfig = _DEFAULT_CONFIG, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        config: SimConfig = _DEFAULT_CONFIG,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        judges: Judges | None = None,
+    ) -> None:
         self._config = config
+        self._judges = Judges.registered() if judges is None else judges
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -280,7 +288,7 @@ class Simulator:
         canonical: bytes,
         fault: str | None,
     ) -> dict[str, Any]:
-        reply = answer(model, messages, max_tokens, self._config.seed)
+        reply = answer(model, messages, max_tokens, self._config.seed, self._judges)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         choice: dict[str, Any] = {
             "index": 0,

@@ -27,12 +27,14 @@ from hypothesis import strategies as st
 from ifsweep.simulator import Simulator, SimulatorThread, serve_main
 from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker
+from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import TokenBucket, format_reset
-from ifsweep.simulator.text import count_tokens, cut_to_tokens, judge_reply, model_quality, read_quality
+from ifsweep.simulator.text import count_tokens, cut_to_tokens, model_quality, read_quality
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
+JUDGES = Judges.registered()
 Json = dict[str, Any]
 
 
@@ -784,7 +786,7 @@ def test_cfbench_reply_lists_every_criterion_in_order(criteria: list[str], respo
         + "\n\n".join(criteria)
         + "\n\n[你的评估]: \n"
     )
-    reply = judge_reply(user(prompt), seed=0)
+    reply = JUDGES.reply(user(prompt), seed=0)
     assert reply is not None
     items = reply.split("\n\n")
     assert [i.rsplit("\t", 1)[0] for i in items] == criteria

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known, one_of
-from ifsweep.benchmarks.base import Release
-from ifsweep.benchmarks.eifbench import _import, _parse, _prompts
+from ifsweep.benchmarks.base import Decide, Release
+from ifsweep.benchmarks.eifbench import _import, _parse, _prompts, _simulated
 from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
 from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
     JudgeTask,
     JudgeTurn,
+    Message,
     Plan,
     ScoringMode,
     TurnOutcome,
@@ -82,6 +83,9 @@ class EIFBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return _simulated.simulated_judge_reply(messages, decide)
 
     def metrics(self) -> tuple[BenchmarkMetrics, ...]:
         from ifsweep.benchmarks.eifbench import _metrics  # Polars: only where metrics are computed

@@ -1,0 +1,108 @@
+"""The benchmark registry is the one place that knows the benchmarks: every registered benchmark carries
+its metric definitions and its simulated judge's reply shape, and no module outside benchmarks/ names a
+benchmark."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+
+import pytest
+
+from ifsweep import benchmarks
+from ifsweep.benchmarks import Benchmark, Instance, JudgeTask
+from ifsweep.benchmarks.registry import BUILTIN
+from ifsweep.runner.reporting import metric_catalog
+from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.text import filler_answer
+
+REPO = Path(__file__).resolve().parents[1]
+# The rooms that must take every benchmark from the registry (benchmarks/ itself defines them).
+GENERIC_ROOMS = ("api", "runner", "metrics", "providers", "simulator")
+
+
+def test_built_in_benchmarks_load_in_report_order() -> None:
+    loaded = benchmarks.load_all()
+    assert loaded.errors == ()
+    assert [b.name for b in loaded.benchmarks][: len(BUILTIN)] == list(BUILTIN)
+    assert benchmarks.names()[: len(BUILTIN)] == tuple(BUILTIN)
+    for bench in loaded.benchmarks:
+        assert isinstance(bench, Benchmark)
+    with pytest.raises(KeyError, match="unknown benchmark 'nope'; known: followbench"):
+        benchmarks.get("nope")
+
+
+def test_every_benchmark_defines_its_metrics() -> None:
+    catalog, errors = metric_catalog()
+    assert errors == ()
+    for bench in benchmarks.load_all().benchmarks:
+        own = bench.metrics()
+        assert own and all(m.name.startswith(bench.name) for m in own)
+        assert own[0].display == bench.display_name
+        for m in own:
+            got = catalog.get(m.name)
+            assert got is not None and (got.display, got.headline) == (m.display, m.headline)
+            assert m.primary in m.headline
+    # Both FollowBench languages report as benchmarks of their own.
+    assert catalog.names()[:2] == ("followbench", "followbench-zh")
+
+
+def _string_constants(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    docstrings = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docstrings.add(id(body[0].value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.lineno, node.value
+
+
+def test_no_module_outside_benchmarks_names_a_benchmark() -> None:
+    names = benchmarks.names()
+    found = []
+    for room in GENERIC_ROOMS:
+        for path in sorted((REPO / room).rglob("*.py")):
+            for line, text in _string_constants(ast.parse(path.read_text(encoding="utf-8"))):
+                if any(n in text.lower() for n in names):
+                    found.append(f"{path.relative_to(REPO)}:{line}: {text[:60]!r}")
+    assert found == []
+
+
+def _judge_turns(bench: Benchmark) -> Iterator[tuple[Instance, JudgeTask, int, tuple[str, ...]]]:
+    """Every judge turn of the first fixture instances' plans, with the replies before it."""
+    for inst in islice(bench.load(bench.fixture_dir(), {}), 40):
+        answer = filler_answer("sim-model", [m.as_dict() for m in inst.messages], seed=3)
+        for task in bench.plan(inst, answer, "paper").judge_tasks:
+            earlier: tuple[str, ...] = ()
+            for turn in range(len(task.turns)):
+                yield inst, task, turn, earlier
+                earlier = (*earlier, "YES")
+
+
+@pytest.mark.parametrize("name", [n for n in benchmarks.names() if n in BUILTIN])
+def test_the_simulated_judge_answers_in_the_shape_the_benchmark_parses(name: str) -> None:
+    bench = benchmarks.get(name)
+    judges = Judges.registered()
+    others = [b for b in benchmarks.load_all().benchmarks if b.name != name]
+    turns = 0
+    for inst, task, turn, earlier in _judge_turns(bench):
+        messages = task.messages_for_turn(turn, earlier)
+        reply = judges.reply([m.as_dict() for m in messages], seed=5)
+        assert reply is not None, (inst.instance_id, messages[-1].content[:200])
+        outcome = bench.parse(inst, task, turn, reply, "paper")
+        assert outcome.values is not None and len(outcome.values) == len(task.turns[turn].constraint_idxs)
+        assert all(v is not None for v in outcome.values), reply
+        # Only the benchmark that sent the request knows it: the registry's order cannot matter.
+        assert all(o.simulated_judge_reply(messages, lambda judged, key: True) is None for o in others)
+        turns += 1
+    assert turns > 0
+
+
+def test_generation_prompts_get_filler_answers() -> None:
+    judges = Judges.registered()
+    for bench in benchmarks.load_all().benchmarks:
+        for inst in islice(bench.load(bench.fixture_dir(), {}), 10):
+            assert judges.reply([m.as_dict() for m in inst.messages], seed=0) is None, inst.instance_id
