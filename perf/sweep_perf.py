@@ -47,6 +47,7 @@ import orjson
 
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.runner.config import load_config
+from ifsweep.runner.process import OwnedProcess
 from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
 
 HERE = Path(__file__).resolve().parent
@@ -178,7 +179,8 @@ def sweep_in_process(cfg_path: Path, profile: Path | None = None) -> Measured:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if prof:
         prof.enable()
-    result = anyio.run(lambda: run_sweep(cfg, work, progress="off"))
+    # As the command runs it: with the process-wide settings only a program owning its process makes.
+    result = anyio.run(lambda: run_sweep(cfg, work, progress="off", process=OwnedProcess()))
     if prof:
         prof.disable()
     m = Measured(result, time.perf_counter() - wall0, time.process_time() - cpu0)

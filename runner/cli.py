@@ -145,6 +145,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import anyio
 
     from ifsweep.runner.config import check_output_dir, load_config
+    from ifsweep.runner.process import OwnedProcess
     from ifsweep.runner.sweep import check_ready, run_sweep
 
     partition = _partition(args.partition)
@@ -159,6 +160,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             partition=partition,
             progress=args.progress,
             retry_errors=False if args.no_retry_errors else None,
+            process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
         )
     )
     _print_result(result, cfg.run.output_dir)
@@ -246,8 +248,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ifsweep.runner.demo import run_demo
+    from ifsweep.runner.process import OwnedProcess
 
-    return run_demo(args.out)
+    return run_demo(args.out, OwnedProcess())
 
 
 def _cmd_serve_mock(args: argparse.Namespace) -> int:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ifsweep import benchmarks
+
+if TYPE_CHECKING:
+    from ifsweep.runner.process import OwnedProcess
 
 DEMO_MODELS = ("sim-alpha", "sim-beta", "sim-gamma")
 DEMO_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60}
@@ -46,7 +49,7 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
     }
 
 
-async def _demo(out: Path) -> int:
+async def _demo(out: Path, process: OwnedProcess | None) -> int:
     from ifsweep import metrics
     from ifsweep.runner.compact import load_verdict_rows
     from ifsweep.runner.config import parse_config
@@ -59,7 +62,7 @@ async def _demo(out: Path) -> int:
         work = load_work(cfg)
         check_ready(cfg, work)
         print(f"[ifsweep demo] simulator at {sim.base_url}; run directory {out}", file=sys.stderr)
-        result = await run_sweep(cfg, work)
+        result = await run_sweep(cfg, work, process=process)
     print(
         f"[ifsweep demo] {result.status}: {result.done}/{result.planned} done, {result.errors} errors, "
         f"simulated spend ${result.spent_usd:.4f}",
@@ -71,7 +74,8 @@ async def _demo(out: Path) -> int:
     return result.exit_code
 
 
-def run_demo(out: Path) -> int:
+def run_demo(out: Path, process: OwnedProcess | None = None) -> int:
+    """The demo sweep into `out`; `process` as for run_sweep (the CLI passes it)."""
     out.mkdir(parents=True, exist_ok=True)
-    code: int = anyio.run(_demo, out)
+    code: int = anyio.run(_demo, out, process)
     return code
