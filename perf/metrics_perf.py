@@ -1,6 +1,6 @@
 """Performance of metrics/ on a large synthetic sweep. Prints timings and ratios; not a test.
 
-    /work/venv/bin/python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir /tmp/x]
+    python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir DIR]
 
 Generates verdict rows for all four benchmarks (same number of rows each), writes them as Parquet and
 JSONL, then times: every metric function from Parquet and from JSONL (target < 10 s each), bootstrap

@@ -6,7 +6,7 @@ where it sits beside the client on the same 2 cores); the client is a bare aioht
 With `--in-process` the simulator shares the client's event loop instead (as `async with Simulator()`
 in a test does), and the figure is client and server together on one core.
 
-    /work/venv/bin/python perf/sim_throughput.py --requests 20000 --concurrency 64
+    python perf/sim_throughput.py --requests 20000 --concurrency 64
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ benchmark."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -106,3 +108,14 @@ def test_generation_prompts_get_filler_answers() -> None:
     for bench in benchmarks.load_all().benchmarks:
         for inst in islice(bench.load(bench.fixture_dir(), {}), 10):
             assert judges.reply([m.as_dict() for m in inst.messages], seed=0) is None, inst.instance_id
+
+
+def test_the_registry_and_the_simulator_load_no_polars() -> None:
+    """Benchmarks define their metrics in modules loaded only when metrics are computed."""
+    code = (
+        "import sys\nfrom ifsweep import benchmarks\nfrom ifsweep.simulator.judges import Judges\n"
+        "Judges.registered()\n"
+        "print(sorted(m for m in ('polars', 'ifsweep.metrics', 'litellm') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
