@@ -84,7 +84,7 @@ def _judge_turns(bench: Benchmark) -> Iterator[tuple[Instance, JudgeTask, int, t
                 earlier = (*earlier, "YES")
 
 
-@pytest.mark.parametrize("name", [n for n in benchmarks.names() if n in BUILTIN])
+@pytest.mark.parametrize("name", BUILTIN)
 def test_the_simulated_judge_answers_in_the_shape_the_benchmark_parses(name: str) -> None:
     bench = benchmarks.get(name)
     judges = Judges.registered()
@@ -100,7 +100,8 @@ def test_the_simulated_judge_answers_in_the_shape_the_benchmark_parses(name: str
         # Only the benchmark that sent the request knows it: the registry's order cannot matter.
         assert all(o.simulated_judge_reply(messages, lambda judged, key: True) is None for o in others)
         turns += 1
-    assert turns > 0
+    if turns == 0:
+        pytest.skip(f"{name} sends no judge requests for its sample (a rule-only benchmark)")
 
 
 def test_generation_prompts_get_filler_answers() -> None:
