@@ -21,28 +21,25 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ifsweep.runner.config import ConfigError
-    from ifsweep.runner.library import (
-        ConfigSource,
-        Estimate,
-        StatusRow,
-        SweepResult,
-        arun,
-        plan,
-        report,
-        run,
-        scores,
-        status,
-        verdicts,
-    )
+if TYPE_CHECKING:  # the names below, for type checkers (`X as X`: re-exported)
+    from ifsweep.runner.config import ConfigError as ConfigError
+    from ifsweep.runner.library import ConfigSource as ConfigSource
+    from ifsweep.runner.library import Estimate as Estimate
+    from ifsweep.runner.library import StatusRow as StatusRow
+    from ifsweep.runner.library import SweepResult as SweepResult
+    from ifsweep.runner.library import arun as arun
+    from ifsweep.runner.library import plan as plan
+    from ifsweep.runner.library import report as report
+    from ifsweep.runner.library import run as run
+    from ifsweep.runner.library import scores as scores
+    from ifsweep.runner.library import status as status
+    from ifsweep.runner.library import verdicts as verdicts
 
 # name -> the module that defines it, imported on first use (`import ifsweep` stays instant).
 _LAZY = {
     "ConfigError": "ifsweep.runner.config",
-    **{
-        name: "ifsweep.runner.library"
-        for name in (
+    **dict.fromkeys(
+        (
             "ConfigSource",
             "Estimate",
             "StatusRow",
@@ -54,24 +51,12 @@ _LAZY = {
             "scores",
             "status",
             "verdicts",
-        )
-    },
+        ),
+        "ifsweep.runner.library",
+    ),
 }
 
-__all__ = [
-    "ConfigError",
-    "ConfigSource",
-    "Estimate",
-    "StatusRow",
-    "SweepResult",
-    "arun",
-    "plan",
-    "report",
-    "run",
-    "scores",
-    "status",
-    "verdicts",
-]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
