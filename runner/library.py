@@ -122,7 +122,9 @@ def run(
 
 def plan(config: ConfigSource) -> list[Estimate]:
     """What the sweep would send and may cost, per (model, benchmark), before anything is spent (no
-    API key needed)."""
+    API key needed). Each Estimate: calls and judge_calls, input_tokens, output_low / output_high
+    tokens (short answers / every answer at max_tokens), cost_low / cost_high in dollars (None for an
+    unknown price) and minutes_by_limits (what the model's own rpm / tpm imply; None without limits)."""
     cfg = sweep_config(config, check_env=False)
     return estimate(cfg, load_work(cfg))
 

@@ -82,7 +82,7 @@ def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> No
     want = metrics_of(plain)
     typed = plain.with_columns(
         pl.col("model", "instance_id", "status", "constraint_type").cast(pl.Categorical),
-        pl.col("benchmark").cast(pl.Enum(["cfbench", "eifbench", "followbench", "infobench"])),
+        pl.col("benchmark").cast(pl.Enum(CATALOG.names())),
     )
     assert metrics_of(typed).equals(want)
     typed.write_parquet(tmp_path / "typed.parquet")

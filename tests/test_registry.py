@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,9 +74,11 @@ def test_no_module_outside_benchmarks_names_a_benchmark() -> None:
     assert found == []
 
 
-def _judge_turns(bench: Benchmark) -> Iterator[tuple[Instance, JudgeTask, int, tuple[str, ...]]]:
+def _judge_turns(
+    bench: Benchmark, options: dict[str, Any]
+) -> Iterator[tuple[Instance, JudgeTask, int, tuple[str, ...]]]:
     """Every judge turn of the first fixture instances' plans, with the replies before it."""
-    for inst in islice(bench.load(bench.fixture_dir(), {}), 40):
+    for inst in islice(bench.load(bench.fixture_dir(), options), 40):
         answer = filler_answer("sim-model", [m.as_dict() for m in inst.messages], seed=3)
         for task in bench.plan(inst, answer, "paper").judge_tasks:
             earlier: tuple[str, ...] = ()
@@ -84,13 +87,19 @@ def _judge_turns(bench: Benchmark) -> Iterator[tuple[Instance, JudgeTask, int, t
                 earlier = (*earlier, "YES")
 
 
-@pytest.mark.parametrize("name", BUILTIN)
-def test_the_simulated_judge_answers_in_the_shape_the_benchmark_parses(name: str) -> None:
+# Every built-in benchmark with its default options, and FollowBench's other language.
+CASES = [*((name, {}) for name in BUILTIN), ("followbench", {"language": "zh"})]
+
+
+@pytest.mark.parametrize(("name", "options"), CASES)
+def test_the_simulated_judge_answers_in_the_shape_the_benchmark_parses(
+    name: str, options: dict[str, Any]
+) -> None:
     bench = benchmarks.get(name)
     judges = Judges.registered()
     others = [b for b in benchmarks.load_all().benchmarks if b.name != name]
     turns = 0
-    for inst, task, turn, earlier in _judge_turns(bench):
+    for inst, task, turn, earlier in _judge_turns(bench, options):
         messages = task.messages_for_turn(turn, earlier)
         reply = judges.reply([m.as_dict() for m in messages], seed=5)
         assert reply is not None, (inst.instance_id, messages[-1].content[:200])
