@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import import_module, metadata
 from types import MappingProxyType
+from typing import cast
 
 from ifsweep.benchmarks.base import Benchmark
 
@@ -91,18 +92,20 @@ def _load(name: str, target: _Target) -> Benchmark:
             bench = getattr(bench, part)
         if isinstance(bench, type) or (callable(bench) and not isinstance(bench, Benchmark)):
             bench = bench()  # a class or a factory
+        complete = isinstance(bench, Benchmark)  # reads every member: a property may raise
     except Exception as e:
         raise BenchmarkLoadError(f"{target.describe(name)} cannot be loaded: {type(e).__name__}: {e}") from e
-    if not isinstance(bench, Benchmark):
+    if not complete:
         missing = [m for m in _members() if not hasattr(bench, m)]
         raise BenchmarkLoadError(
             f"{target.describe(name)} is not a benchmark: {type(bench).__name__} lacks {', '.join(missing)}"
         )
-    if bench.name != name:
+    found = cast(Benchmark, bench)
+    if found.name != name:
         raise BenchmarkLoadError(
-            f"{target.describe(name)} is registered as {name!r} but calls itself {bench.name!r}"
+            f"{target.describe(name)} is registered as {name!r} but calls itself {found.name!r}"
         )
-    return bench
+    return found
 
 
 def get(name: str) -> Benchmark:

@@ -55,10 +55,18 @@ def _is_user_error(e: Exception) -> bool:
     from ifsweep.runner.config import ConfigError
 
     names = {cls.__name__ for cls in type(e).__mro__}
-    # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
-    # module need not import the modules that define them.
+    # DownloadError, IncompatibleRun, UnknownPrice and verdict rows that break the contract are
+    # user-fixable too; matched by name so this module need not import the modules that define them.
     return isinstance(e, ConfigError | DataError | UsageError | BenchmarkLoadError) or bool(
-        names & {"DownloadError", "IncompatibleRun", "UnknownPrice", "ManifestError", "WriterBusyError"}
+        names
+        & {
+            "DownloadError",
+            "IncompatibleRun",
+            "UnknownPrice",
+            "ManifestError",
+            "WriterBusyError",
+            "VerdictError",
+        }
     )
 
 

@@ -5,6 +5,7 @@ benchmark."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -129,3 +130,16 @@ def test_the_registry_and_the_simulator_load_no_polars() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_rows_of_a_benchmark_nobody_registered_are_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ifsweep.runner.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    row = {"benchmark": "nope", "model": "m", "instance_id": "i", "constraint_idx": 0, "source": "rule"}
+    rows.write_text(json.dumps({**row, "status": "ok", "satisfied": True}) + "\n", encoding="utf-8")
+    assert main(["metrics", str(rows)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'benchmark': 'nope' is not one of" in err and "followbench-zh" in err
