@@ -55,6 +55,11 @@ class Counters:
     input_tokens: int = 0
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
+    # For the ETA (runner/eta.py): the judge's tokens, and seconds the calls took (summed).
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    latency_s: float = 0.0
+    judge_latency_s: float = 0.0
 
 
 @dataclass(slots=True)
@@ -212,6 +217,7 @@ class Pipeline:
             c.calls += 1
             c.input_tokens += completion.input_tokens
             c.output_tokens += completion.output_tokens
+            c.latency_s += completion.latency_s
             return gen
         finally:
             del self._pending[key]
@@ -244,6 +250,9 @@ class Pipeline:
                         "parse": None,
                     }
                     c.judge_calls += 1
+                    c.judge_input_tokens += completion.input_tokens
+                    c.judge_output_tokens += completion.output_tokens
+                    c.judge_latency_s += completion.latency_s
                 if rec["status"] == "error":
                     if fresh:
                         self.store.append(rec)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ifsweep.benchmarks import Instance
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import EndpointSpec, Price
 from ifsweep.runner.config import SweepConfig
+from ifsweep.runner.pipeline import BenchJob
 from ifsweep.runner.scheduler import Work
 
 DEFAULT_MAX_TOKENS = 1024
@@ -44,6 +46,31 @@ def _price(spec: EndpointSpec) -> Price | None:
     return resolve_price(spec)
 
 
+@dataclass(frozen=True, slots=True)
+class InstanceLoad:
+    """What one pair will ask, read from the plan of an empty answer (the answer is not known yet)."""
+
+    prompt_tokens: int  # the generation prompt (the providers' estimate)
+    judge_calls: int
+    judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
+    judge_depth: int  # judge calls made one after another: turns of the longest task
+
+
+def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
+    """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
+    from this. A multi-turn task's earlier judge replies count as short verdicts."""
+    judge_calls = judge_tokens = depth = 0
+    for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+        replies: tuple[str, ...] = ()
+        for t in range(len(task.turns)):
+            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
+            judge_calls += 1
+            replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
+        depth = max(depth, len(task.turns))
+    prompt = estimate_tokens([m.as_dict() for m in inst.messages])
+    return InstanceLoad(prompt, judge_calls, judge_tokens, depth)
+
+
 def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
     out = []
     judge = cfg.judge
@@ -57,16 +84,11 @@ def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
             tin = 0
             jin = 0
             for inst in instances:
-                prompt = estimate_tokens([m.as_dict() for m in inst.messages])
-                tin += prompt
-                for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
-                    replies: tuple[str, ...] = ()
-                    for t in range(len(task.turns)):
-                        msgs = task.messages_for_turn(t, replies)
-                        # the judged answer is not known yet: count it as a mid-length answer
-                        jin += estimate_tokens([m.as_dict() for m in msgs]) + gen_max // 2
-                        judge_calls += 1
-                        replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
+                load = instance_load(job, inst)
+                tin += load.prompt_tokens
+                judge_calls += load.judge_calls
+                # the judged answer is not known yet: count it as a mid-length answer
+                jin += load.judge_prompt_tokens + load.judge_calls * (gen_max // 2)
             out_low, out_high = calls * gen_max // 4, calls * gen_max
             j_max = _max_tokens(judge) if judge is not None else 0
             j_low, j_high = judge_calls * JUDGE_REPLY_LOW, judge_calls * j_max

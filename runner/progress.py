@@ -1,5 +1,7 @@
-"""What the sweep is doing, per model: a live rich table on a terminal, a plain line every few seconds
-otherwise (CI, logs). Reads counters and provider events; never touches the scheduler's state."""
+"""What the sweep is doing: a live rich board on a terminal, a plain line every few seconds otherwise
+(CI, logs) and the whole board at the end. Reads the pipeline's counters, the endpoints' limiter
+statistics and provider events; never touches the scheduler's state. The layout is runner/board.py,
+the ETA runner/eta.py (docs/design/progress.md)."""
 
 from __future__ import annotations
 
@@ -7,78 +9,215 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 
-from ifsweep.providers import ProviderEvent
+from ifsweep.providers import EndpointStats, ProviderEvent
+from ifsweep.runner.board import Board, plain_line, rich_board, table_lines
+from ifsweep.runner.eta import OWN_BOUNDS, UNKNOWN, Outlook
+from ifsweep.runner.pace import RATE_WINDOW_S, Window
 from ifsweep.runner.pipeline import Counters
-from ifsweep.runner.scheduler import eta_s
+from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
+from ifsweep.runner.workload import Tally, Use, use_by_endpoint
 
+if TYPE_CHECKING:
+    from rich.text import Text
+
+T = TypeVar("T")
 PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
+SAMPLE_EVERY_S = 1.0  # how often the plain mode samples the totals (the rates need samples)
+RICH_EVERY_S = 0.5  # how often the live table is redrawn
+# The walk (walk.outlook) is redone at most every ETA_EVERY_S, and never more often than COST_SHARE of
+# the time; the view as a whole waits at least 1 / VIEW_SHARE times what its last refresh cost. With
+# 200 models a refresh costs about 15 ms and a walk a few (perf/progress_perf.py): the view must not
+# slow the sweep, whatever the number of models.
+ETA_EVERY_S = 1.0
+COST_SHARE = 0.02
+VIEW_SHARE = 0.02
 
 
 @dataclass(slots=True)
 class Backoff:
     message: str
     until: float
+    kind: str = "backoff"
+
+
+@dataclass(slots=True)
+class _Efficiency:
+    """How much of its modelled capacity each endpoint achieves, measured while its own limit holds
+    it (runner/eta.py's OWN_BOUNDS; the judge at its limit): a model paced to 60 rpm whose workers
+    also wait on a busy judge makes fewer than 60 calls a minute, and the walk should know. Running
+    totals per endpoint, sampled into the window: calls made, and calls the walk expected of the
+    endpoint at full capacity, over the same spells."""
+
+    made: dict[str, float] = field(default_factory=dict)
+    modelled: dict[str, float] = field(default_factory=dict)
+    last_made: dict[str, int] = field(default_factory=dict)
+    factor: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class ProgressState:
     counters: Mapping[tuple[str, str], Counters]
-    spent: Callable[[str | None], float]  # spent dollars by model label (None: whole sweep)
+    spent: Callable[[str | None], float]  # spent dollars by label (None: whole sweep)
     caps: Mapping[str | None, float | None]
     backoffs: dict[str, Backoff] = field(default_factory=dict)
+    plan: SweepPlan | None = None
+    # Limiter statistics by label, the judge's included (set once the provider pool is open).
+    endpoints: dict[str, Callable[[], EndpointStats]] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    window: Window = field(default_factory=Window)
+    _outlook: Outlook = UNKNOWN
+    _due: float = 0.0  # when the walk is redone
+    _walked: float = 0.0  # when it was last done
+    _sampled: float | None = None  # when the window was last sampled
+    _efficiency: _Efficiency = field(default_factory=_Efficiency)
 
-    def on_backoff(self, endpoint: str, message: str, wait_s: float | None) -> None:
-        self.backoffs[endpoint] = Backoff(message, time.monotonic() + (wait_s or 2.0))
+    def on_backoff(self, endpoint: str, message: str, wait_s: float | None, kind: str = "backoff") -> None:
+        self.backoffs[endpoint] = Backoff(message, self.clock() + (wait_s or 2.0), kind)
 
     def on_event(self, event: ProviderEvent) -> None:
         """The provider pool's `on_event`: back-offs and 429 waits show until they end."""
         if event.kind in ("backoff", "rate_limited"):
-            self.on_backoff(event.endpoint, event.message, event.wait_s)
-
-    def per_model(self) -> list[tuple[str, Counters]]:
-        merged: dict[str, Counters] = {}
-        for (model, _bench), c in self.counters.items():
-            m = merged.setdefault(model, Counters(started=c.started))
-            for name in ("planned", "done", "cached", "errors", "calls", "judge_calls", "unparsed"):
-                setattr(m, name, getattr(m, name) + getattr(c, name))
-            m.input_tokens += c.input_tokens
-            m.output_tokens += c.output_tokens
-        return sorted(merged.items())
+            self.on_backoff(event.endpoint, event.message, event.wait_s, event.kind)
 
     def waiting(self) -> list[str]:
-        now = time.monotonic()
+        now = self.clock()
         return [b.message for b in self.backoffs.values() if b.until > now]
 
+    # ------------------------------------------------------------------------------------ the board
 
-def _money(spent: float, cap: float | None) -> str:
-    return f"${spent:.4f}" + (f" / ${cap:.2f}" if cap is not None else "")
+    def board(self) -> Board:
+        """Sample the counters and build the board; redoes the walk when it is due."""
+        now = self.clock()
+        tallies = {k: Tally.of(c) for k, c in self.counters.items()}
+        use = use_by_endpoint(tallies, self.plan.judge if self.plan is not None else None)
+        self._sample(now, use)
+        due = self.plan is not None and now >= self._due
+        reading = self.reading(now, tallies, use, latency=due)
+        lanes = reading.lanes()
+        if due:
+            started = time.perf_counter()
+            self._outlook, self._walked = reading.outlook(lanes), now
+            self._due = now + max(ETA_EVERY_S, (time.perf_counter() - started) / COST_SHARE)
+        paced = self.window.per_s("calls") is not None and any(u.calls for u in use.values())
+        seen = self._outlook.later(now - self._walked) if paced else UNKNOWN
+        return make_board(reading, lanes, settled(seen, lanes, list(use)))
+
+    def reading(
+        self, now: float, tallies: Mapping[tuple[str, str], Tally], use: Mapping[str, Use], *, latency: bool
+    ) -> Reading:
+        """What the board shows now. `latency`: also what the walk needs (recent latencies, and the
+        share of its capacity each endpoint achieves), worked out only when the walk is due."""
+        stats = {label: get() for label, get in self.endpoints.items()}
+        tokens_per_s = self.window.per_s("tokens")
+        if latency:
+            self._update_efficiency()
+        return Reading(
+            tallies=tallies,
+            plan=self.plan,
+            limits={label: limits_of(s) for label, s in stats.items()},
+            pace={label: self._pace(label, latency) for label in use},
+            efficiency=dict(self._efficiency.factor),
+            spent={label: self.spent(label) for label in (None, *use)},
+            caps=self.caps,
+            calls_per_s=self.window.per_s("calls"),
+            tokens_per_min=None if tokens_per_s is None else tokens_per_s * 60,
+            pair_errors=sum(c.errors for c in self.counters.values()),
+            waits={label: self._waits(s.endpoint, now) for label, s in stats.items()},
+        )
+
+    def _sample(self, now: float, use: Mapping[str, Use]) -> None:
+        """Add the running totals to the window. For each endpoint its own limit held since the last
+        sample, count the calls it made and the calls the walk expected of it at full capacity."""
+        eff, o = self._efficiency, self._outlook
+        dt = 0.0 if self._sampled is None else now - self._sampled
+        for label, rate in o.calls_per_s.items():
+            if o.bound.get(label, "") in OWN_BOUNDS and label in use:
+                factor = eff.factor.get(label, 1.0)
+                eff.modelled[label] = eff.modelled.get(label, 0.0) + rate / factor * dt
+                eff.made[label] = eff.made.get(label, 0.0) + use[label].calls - eff.last_made.get(label, 0)
+        eff.last_made = {label: u.calls for label, u in use.items()}
+        self._sampled = now
+        totals: dict[str, float] = {
+            "calls": sum(u.calls for u in use.values()),
+            "tokens": sum(u.tokens for u in use.values()),
+        }
+        for label, u in use.items():
+            totals |= {
+                f"calls:{label}": u.calls,
+                f"tokens:{label}": u.tokens,
+                f"latency:{label}": u.latency_s,
+            }
+        for label, n in eff.made.items():
+            totals |= {f"made:{label}": n, f"modelled:{label}": eff.modelled[label]}
+        self.window.add(now, totals)
+
+    def _update_efficiency(self) -> None:
+        eff = self._efficiency
+        for label in eff.made:
+            ratio = self.window.ratio(f"made:{label}", f"modelled:{label}")
+            if ratio is not None:
+                eff.factor[label] = ratio
+
+    def _pace(self, label: str, latency: bool) -> Pace:
+        calls, tokens = self.window.per_s(f"calls:{label}"), self.window.per_s(f"tokens:{label}")
+        return Pace(
+            None if calls is None else round(calls * 60),
+            None if tokens is None else round(tokens * 60),
+            self._latency(label) if latency else None,
+        )
+
+    def _latency(self, label: str) -> float | None:
+        """Mean seconds per call of the last seconds (calls slow down as a machine or a provider gets
+        busy), or since the start while the window holds no call."""
+        d = self.window.deltas((f"latency:{label}", f"calls:{label}"), RATE_WINDOW_S)
+        if d is not None and d[0][1] > 0:
+            return d[0][0] / d[0][1]
+        last = self.window.last()
+        calls = last.get(f"calls:{label}", 0.0)
+        return last[f"latency:{label}"] / calls if calls else None
+
+    def _waits(self, endpoint: str, now: float) -> str:
+        """A back-off or 429 wait of this endpoint in a few words, while it lasts."""
+        b = self.backoffs.get(endpoint)
+        left = 0.0 if b is None else b.until - now
+        if b is None or left <= 0:
+            return ""
+        if b.kind == "rate_limited":
+            return f"waiting {left:.1f} s"
+        if " error from " in b.message:
+            return f"{b.message.split(' error from ')[0]} error, retry in {left:.1f} s"
+        return f"pausing {left:.1f} s near its limit"
+
+    def summary_fields(self) -> dict[str, Any]:
+        """What `ifsweep status` needs to redo this ETA from the shards (written into summary.json)."""
+        if self.plan is None:
+            return {}
+        limits = {label: limits_of(get()).as_json() for label, get in self.endpoints.items()}
+        return {
+            "progress": self.plan.as_json()
+            | {
+                "limits": limits,
+                "efficiency": dict(self._efficiency.factor),
+                "cap_usd": self.caps.get(None),
+                "caps": {k: v for k, v in self.caps.items() if k is not None},
+            }
+        }
 
 
-def _eta(c: Counters) -> str:
-    e = eta_s(c)
-    if e is None:
-        return "?"
-    if e == float("inf"):
-        return "stalled"
-    return f"{e:.0f}s" if e < 120 else f"{e / 60:.1f}m"
-
-
-def plain_line(state: ProgressState, now: float | None = None) -> str:
-    """One line for logs: per model done/total, calls/s, ETA; dollars vs cap; back-offs in words."""
-    now = time.monotonic() if now is None else now
-    parts = []
-    for model, c in state.per_model():
-        rate = (c.calls + c.judge_calls) / max(now - c.started, 1e-9)
-        errors = f" ({c.errors} err)" if c.errors else ""
-        parts.append(f"{model} {c.done + c.errors}/{c.planned}{errors} {rate:.1f} calls/s ETA {_eta(c)}")
-    total = _money(state.spent(None), state.caps.get(None))
-    waiting = state.waiting()
-    tail = f" | {'; '.join(waiting)}" if waiting else ""
-    return f"[ifsweep] {' | '.join(parts)} | spent {total}{tail}"
+def limits_of(s: EndpointStats) -> Limits:
+    return Limits(
+        rpm=s.rpm_limit,
+        tpm=s.tpm_limit,
+        rpm_learned=s.rpm_learned,
+        tpm_learned=s.tpm_learned,
+        concurrency=s.concurrency_limit,
+        rate_limited=s.rate_limited,
+        errors=s.errors,
+    )
 
 
 async def run_progress(state: ProgressState, mode: str, out: TextIO | None = None) -> None:
@@ -89,46 +228,48 @@ async def run_progress(state: ProgressState, mode: str, out: TextIO | None = Non
     if mode == "auto":
         mode = "rich" if out.isatty() else "plain"
     if mode == "plain":
-        try:
-            while True:
-                await anyio.sleep(PLAIN_EVERY_S)
-                print(plain_line(state), file=out, flush=True)
-        finally:
-            print(plain_line(state), file=out, flush=True)
-    await _run_rich(state, out)
+        await _run_plain(state, out)
+    else:
+        await _run_rich(state, out)
+
+
+async def _run_plain(state: ProgressState, out: TextIO) -> None:
+    """A line every PLAIN_EVERY_S (sampling about every SAMPLE_EVERY_S for the rates); the whole board
+    at the end."""
+    next_line = state.clock() + PLAIN_EVERY_S
+    try:
+        while True:
+            board, cost = _timed(state.board)
+            if state.clock() >= next_line:
+                next_line += PLAIN_EVERY_S
+                print(plain_line(board), file=out, flush=True)
+            await anyio.sleep(max(SAMPLE_EVERY_S, cost / VIEW_SHARE))
+    finally:
+        board = state.board()
+        print(plain_line(board), file=out)
+        print("\n".join(table_lines(board)), file=out, flush=True)
 
 
 async def _run_rich(state: ProgressState, out: TextIO) -> None:
     from rich.console import Console
     from rich.live import Live
-    from rich.table import Table
 
-    def render() -> Table:
-        t = Table(title="ifsweep", expand=False)
-        for col in ("model", "done/total", "errors", "calls/s", "tokens/min", "spent", "ETA"):
-            t.add_column(col, justify="right" if col != "model" else "left")
-        now = time.monotonic()
-        for model, c in state.per_model():
-            elapsed = max(now - c.started, 1e-9)
-            t.add_row(
-                model,
-                f"{c.done + c.errors}/{c.planned}",
-                str(c.errors),
-                f"{(c.calls + c.judge_calls) / elapsed:.1f}",
-                f"{(c.input_tokens + c.output_tokens) / elapsed * 60:,.0f}",
-                _money(state.spent(model), state.caps.get(model)),
-                _eta(c),
-            )
-        waiting = state.waiting()
-        t.caption = f"spent {_money(state.spent(None), state.caps.get(None))}" + (
-            "  |  " + "; ".join(waiting) if waiting else ""
-        )
-        return t
+    console = Console(file=out)
 
-    with Live(render(), console=Console(file=out), refresh_per_second=4, transient=False) as live:
+    def render() -> Text:
+        return rich_board(state.board(), console.size.height, console.size.width)
+
+    with Live(render(), console=console, auto_refresh=False, transient=False) as live:
         try:
             while True:
-                await anyio.sleep(0.25)
-                live.update(render())
+                cost = _timed(lambda: live.update(render(), refresh=True))[1]
+                await anyio.sleep(max(RICH_EVERY_S, cost / VIEW_SHARE))
         finally:
-            live.update(render())
+            live.update(render(), refresh=True)
+
+
+def _timed(f: Callable[[], T]) -> tuple[T, float]:
+    """f() and the CPU seconds it took (this thread's: the sweep's other threads do not count)."""
+    started = time.thread_time()
+    out = f()
+    return out, time.thread_time() - started

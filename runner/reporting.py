@@ -104,12 +104,21 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
 
 
 def render_status(run_dir: Path) -> str:
-    from ifsweep.runner.status import status_table
+    """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
+    benchmark what is planned, done, failed and spent."""
+    from ifsweep.runner.board import natural_key, table_lines
+    from ifsweep.runner.status import status_board, status_table
 
     require_run_dir(run_dir)
-    rows = status_table(run_dir)
+    try:
+        board = table_lines(status_board(run_dir))
+        rows = sorted(
+            status_table(run_dir), key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"]))
+        )
+    except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
+        raise UsageError(str(e)) from None
     head = f"{'model':24s} {'benchmark':14s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
-    lines = [head, "-" * len(head)]
+    lines = [*board, "", head, "-" * len(head)]
     for r in rows:
         planned = "?" if r.get("planned") is None else str(r["planned"])
         lines.append(

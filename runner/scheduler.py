@@ -14,8 +14,6 @@ instances or models.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -74,6 +72,11 @@ class Elastic:
 
 def worker_budget(global_concurrency: int, models: int) -> int:
     return max(2 * global_concurrency, MIN_WORKERS * models)
+
+
+def worker_cap(spec: EndpointSpec, cfg: SweepConfig) -> int:
+    """The most workers (pairs in flight) a model may grow to."""
+    return min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
 
 
 def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
@@ -169,7 +172,7 @@ async def run_models(
     async with anyio.create_task_group() as tg:
         for endpoint in endpoints:
             spec = endpoint.spec
-            cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+            cap = worker_cap(spec, cfg)
             n = cap if elastic is None else initial_workers(cap, cfg.run.concurrency, len(endpoints))
             workers[spec.label] = n
             total += n
@@ -187,16 +190,3 @@ def count_planned(work: Work, specs: Sequence[EndpointSpec], keep: Keep) -> dict
         for spec, job, _inst in all_pairs(work, specs, keep):
             counters[(spec.label, job.cfg.label)].planned += 1
     return counters
-
-
-def eta_s(c: Counters, now: float | None = None) -> float | None:
-    """Seconds left at the pace since start, counting only pairs this run actually did."""
-    now = time.monotonic() if now is None else now
-    fresh = c.done - c.cached + c.errors
-    left = c.planned - c.done - c.errors
-    if left <= 0:
-        return 0.0
-    if fresh <= 0:
-        return None
-    rate = fresh / max(now - c.started, 1e-9)
-    return left / rate if rate > 0 else math.inf

@@ -8,15 +8,22 @@ newest record is still an error (what a resume would retry).
 from __future__ import annotations
 
 import re
+import time
 from collections import defaultdict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ifsweep.runner.board import Board, natural_key
+from ifsweep.runner.eta import Outlook
+from ifsweep.runner.pace import RATE_WINDOW_S
+from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
 from ifsweep.runner.shards import DamageReport, scan_shards
+from ifsweep.runner.workload import Tally
 
-__all__ = ["SUMMARY_NAME", "status_table", "summary_name"]
+__all__ = ["SUMMARY_NAME", "status_board", "status_table", "summary_name"]
 
 SUMMARY_NAME = "summary.json"
 
@@ -130,3 +137,223 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
         }
         for m, b in groups
     ]
+
+
+# ---------------------------------------------------------------------------------------------- the board
+# The same board as the live view (runner/board.py): what was done from the shards, the plan's shape
+# and the endpoints' limits from the summary the sweep rewrites every few seconds.
+
+RUNNING_WITHIN_S = 10.0  # a running sweep's summary.json is never older than this (it is rewritten every 2 s)
+
+
+@dataclass(slots=True)
+class _Endpoint:
+    """What the shards say of one endpoint label. `recent_*`: calls stamped within the rate window."""
+
+    records: int = 0
+    tokens: int = 0
+    latency_s: float = 0.0
+    recent: int = 0
+    recent_tokens: int = 0
+    recent_latency_s: float = 0.0
+    rate_limited: int = 0
+    spent: float = 0.0
+
+
+@dataclass(slots=True)
+class _Group:
+    """What the shards say of one (model, benchmark): distinct calls made, finished pairs."""
+
+    gen_keys: int = 0
+    judge_keys: int = 0
+    gen_tokens: int = 0
+    gen_output_tokens: int = 0
+    judge_tokens: int = 0
+    done: int = 0
+    failed: int = 0
+
+
+@dataclass(slots=True)
+class _Scan:
+    endpoints: dict[str, _Endpoint] = field(default_factory=dict)
+    groups: dict[tuple[str, str], _Group] = field(default_factory=lambda: defaultdict(_Group))
+    errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # calls still in error
+
+
+def _scan(run_dir: Path, since: float, damaged: list[DamageReport] | None) -> _Scan:
+    """One pass over the shards. A key written more than once (an error, then its retry) counts once,
+    as its newest record says; every record counts for dollars, 429s and pace."""
+    out = _Scan()
+    newest: dict[bytes, tuple[str, tuple[str, str], bool]] = {}  # key -> (endpoint label, group, error)
+    for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
+        rec = sl.record()
+        group = (str(rec.get("model")), str(rec.get("benchmark")))
+        label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
+        if sl.kind == "verdict":
+            failed = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
+            label = "verdict"
+        else:
+            failed = sl.is_error
+            _count_call(out, label, group, sl.kind, rec, since, first=sl.key not in newest)
+        old = newest.get(sl.key)
+        if old is None or not failed or old[2]:
+            newest[sl.key] = (label, group, failed)
+    for label, group, failed in newest.values():
+        if label == "verdict":
+            g = out.groups[group]
+            g.failed += failed
+            g.done += not failed
+        elif failed:
+            out.errors[label] += 1
+    return out
+
+
+def _number(rec: dict[str, Any], name: str) -> float:
+    v = rec.get(name)
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
+def _count_call(
+    out: _Scan, label: str, group: tuple[str, str], kind: str, rec: dict[str, Any], since: float, first: bool
+) -> None:
+    e = out.endpoints.setdefault(label, _Endpoint())
+    tokens = int(_number(rec, "input_tokens") + _number(rec, "output_tokens"))
+    e.records += 1
+    e.tokens += tokens
+    e.latency_s += _number(rec, "latency_s")
+    e.rate_limited += int(_number(rec, "rate_limited"))
+    e.spent += _number(rec, "cost_usd")
+    if _number(rec, "ts") >= since:
+        e.recent += 1
+        e.recent_tokens += tokens
+        e.recent_latency_s += _number(rec, "latency_s")
+    if not first:
+        return
+    g = out.groups[group]
+    if kind == "generation":
+        g.gen_keys += 1
+        g.gen_tokens += tokens
+        g.gen_output_tokens += int(_number(rec, "output_tokens"))
+    else:
+        g.judge_keys += 1
+        g.judge_tokens += tokens
+
+
+def _progress_of(run_dir: Path) -> tuple[str, float, dict[str, Any]]:
+    """(status, updated_at, progress fields) of an unpartitioned run's summary.json; ("", 0, {})
+    without one."""
+    path = run_dir / SUMMARY_NAME
+    if not path.is_file():
+        return "", 0.0, {}
+    try:
+        summary = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(summary, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    progress = summary.get("progress", {})
+    if not isinstance(progress, dict):
+        raise ValueError(f"{path}: field 'progress': expected an object")
+    updated = summary.get("updated_at")
+    return (
+        str(summary.get("status", "")),
+        float(updated) if isinstance(updated, int | float) else 0.0,
+        progress,
+    )
+
+
+def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageReport] | None = None) -> Board:
+    """The board of a run directory; with the ETA while its sweep runs (an unpartitioned one)."""
+    run_dir = Path(run_dir)
+    now = time.time() if now is None else now
+    state, updated, progress = _progress_of(run_dir)
+    where = f"{run_dir / SUMMARY_NAME}: progress"
+    plan = SweepPlan.from_json(where, progress) if progress else None
+    running = state == "running" and now - updated < RUNNING_WITHIN_S
+    if state == "running" and not running:
+        state = "not running"
+    scan = _scan(run_dir, now - RATE_WINDOW_S, damaged)
+    reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
+    lanes = reading.lanes()
+    seen = reading.outlook(lanes) if running else Outlook(None)
+    return make_board(reading, lanes, settled(seen, lanes, list(reading.made())))
+
+
+def _reading(
+    scan: _Scan,
+    planned: dict[tuple[str, str], int],
+    plan: SweepPlan | None,
+    progress: dict[str, Any],
+    where: str,
+    running: bool,
+    state: str,
+) -> Reading:
+    recent = sum(e.recent for e in scan.endpoints.values())
+    recent_tokens = sum(e.recent_tokens for e in scan.endpoints.values())
+    caps: dict[str | None, float | None] = {None: _cap(progress.get("cap_usd"), f"{where}.cap_usd")}
+    caps.update(_numbers(progress, "caps", where))
+    return Reading(
+        tallies=_tallies(scan, planned),
+        plan=plan,
+        limits=_limits(scan, progress, where),
+        pace={label: _pace(e, running) for label, e in scan.endpoints.items()},
+        efficiency=_numbers(progress, "efficiency", where),
+        spent={None: sum(e.spent for e in scan.endpoints.values())}
+        | {label: e.spent for label, e in scan.endpoints.items()},
+        caps=caps,
+        calls_per_s=recent / RATE_WINDOW_S if running else None,
+        tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,
+        pair_errors=sum(g.failed for g in scan.groups.values()),
+        state="running" if running else state,
+    )
+
+
+def _tallies(scan: _Scan, planned: dict[tuple[str, str], int]) -> dict[tuple[str, str], Tally]:
+    tallies = {}
+    for group in sorted(set(planned) | set(scan.groups), key=lambda g: (natural_key(g[0]), g[1])):
+        g = scan.groups.get(group, _Group())
+        tallies[group] = Tally(
+            planned=planned.get(group, g.done + g.failed),
+            finished=g.done + g.failed,
+            gen_calls=g.gen_keys,
+            judge_calls=g.judge_keys,
+            gen_tokens=g.gen_tokens,
+            gen_output_tokens=g.gen_output_tokens,
+            judge_tokens=g.judge_tokens,
+        )
+    return tallies
+
+
+def _limits(scan: _Scan, progress: dict[str, Any], where: str) -> dict[str, Limits]:
+    """Each endpoint's limits as the sweep last wrote them, with the 429s and errors of the shards."""
+    found = progress.get("limits", {})
+    if not isinstance(found, dict):
+        raise ValueError(f"{where}.limits: expected an object")
+    out = {}
+    for label, obj in found.items():
+        e = scan.endpoints.get(label, _Endpoint())
+        lim = Limits.from_json(f"{where}.limits.{label}", obj)
+        out[label] = replace(lim, rate_limited=e.rate_limited, errors=scan.errors.get(label, 0))
+    return out
+
+
+def _numbers(progress: dict[str, Any], name: str, where: str) -> dict[str, float]:
+    found = progress.get(name, {})
+    if not isinstance(found, dict):
+        raise ValueError(f"{where}.{name}: expected an object")
+    return {k: v for k, v in ((k, _cap(v, f"{where}.{name}.{k}")) for k, v in found.items()) if v is not None}
+
+
+def _cap(v: object, where: str) -> float | None:
+    if v is None:
+        return None
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        raise ValueError(f"{where}: expected a number or null, got {v!r}")
+    return float(v)
+
+
+def _pace(e: _Endpoint, running: bool) -> Pace:
+    latency = e.recent_latency_s / e.recent if e.recent else e.latency_s / e.records if e.records else None
+    if not running:
+        return Pace(latency_s=latency)
+    return Pace(round(e.recent / RATE_WINDOW_S * 60), round(e.recent_tokens / RATE_WINDOW_S * 60), latency)

@@ -33,6 +33,7 @@ from ifsweep.runner.manifest import (
 )
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.progress import ProgressState, run_progress
+from ifsweep.runner.reading import SweepPlan
 from ifsweep.runner.scheduler import (
     EXIT_CODES,
     Elastic,
@@ -43,11 +44,15 @@ from ifsweep.runner.scheduler import (
     all_pairs,
     count_planned,
     run_models,
+    worker_cap,
 )
 from ifsweep.runner.shards import DiskFullError
 from ifsweep.runner.spooled import SpooledInstances
 from ifsweep.runner.status import summary_name
 from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned
+from ifsweep.runner.workload import bench_shapes
+
+SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
 
 if TYPE_CHECKING:
     from ifsweep.runner.process import OwnedProcess
@@ -69,6 +74,22 @@ class SweepResult:
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.status]
+
+
+def specs_of(cfg: SweepConfig) -> list[EndpointSpec]:
+    """The models, then the judge if there is one."""
+    return [*cfg.models, *([cfg.judge] if cfg.judge is not None else [])]
+
+
+def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
+    """What the progress board and its ETA need to know of the sweep's shape."""
+    return SweepPlan(
+        order=tuple(job.cfg.label for job, _ in work.jobs),
+        shapes=bench_shapes(work),
+        workers={s.label: worker_cap(s, cfg) for s in cfg.models},
+        slots=cfg.run.concurrency,
+        judge=cfg.judge.label if cfg.judge is not None else None,
+    )
 
 
 def load_work(cfg: SweepConfig) -> Work:
@@ -159,7 +180,8 @@ async def run_sweep(
         state = ProgressState(
             counters=counters,
             spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
-            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in cfg.models}},
+            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
+            plan=sweep_plan(cfg, work),
         )
         stop = StopControl(anyio.Event())
         status: SweepStatus = "complete"
@@ -171,6 +193,7 @@ async def run_sweep(
         ) as pool:
             judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
             endpoints = [pool.endpoint(s) for s in cfg.models]
+            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *([judge] if judge else []))})
             pipeline = Pipeline(store=store, judge=judge, retry_errors=retry, counters=counters)
 
             by_label = {e.spec.label: e for e in endpoints}
@@ -190,7 +213,7 @@ async def run_sweep(
                             )
                         trim = process.trim if process is not None else None
                         outer.start_soon(
-                            _write_summary_every, run_dir, counters, budget, started, writer_id, trim
+                            _write_summary_every, run_dir, counters, budget, started, writer_id, trim, state
                         )
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
@@ -216,14 +239,14 @@ async def run_sweep(
             status, message = "failed", _describe(e)
         result = _result(status, counters, budget.spent_usd, message)
         try:
-            write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
+            write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
     except anyio.get_cancelled_exc_class():
         # Cancelled by whoever awaits the sweep (the library's caller; nothing awaits before the pool
         # opens, so the counters exist): keep what was stored, say so, and let the cancellation go on.
-        _note_cancelled(store, run_dir, counters, budget, started, writer_id)
+        _note_cancelled(store, run_dir, counters, budget, started, writer_id, state)
         raise
     finally:
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
@@ -351,13 +374,14 @@ def _note_cancelled(
     budget: Any,
     started: float,
     writer_id: str,
+    state: ProgressState,
 ) -> None:
     """The summary of a sweep whose task was cancelled: "interrupted", after the shards are flushed."""
     message = "cancelled; run the same sweep again to resume"
     try:
         store.flush()
         result = _result("interrupted", counters, budget.spent_usd, message)
-        write_summary(run_dir, result.status, result, counters, budget, started, writer_id)
+        write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
     except OSError as e:  # a full disk: the shards, not the summary, are what resume reads
         print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
 
@@ -382,11 +406,12 @@ async def _write_summary_every(
     started: float,
     writer_id: str = "main",
     trim: Callable[[], None] | None = None,
+    state: ProgressState | None = None,
 ) -> None:
     while True:
-        await anyio.sleep(2.0)
+        await anyio.sleep(SUMMARY_EVERY_S)
         result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, budget, started)
+        data = summary_bytes("running", result, counters, budget, started, state)
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
@@ -402,10 +427,11 @@ def write_summary(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    state: ProgressState | None = None,
 ) -> None:
     """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
     atomically so a reader never sees half of it. `status` is the sweep's status, or "running"."""
-    data = summary_bytes(status, result, counters, budget, started)
+    data = summary_bytes(status, result, counters, budget, started, state)
     atomic_write(run_dir / summary_name(writer_id), data)
 
 
@@ -415,8 +441,9 @@ def summary_bytes(
     counters: dict[tuple[str, str], Counters],
     budget: Any,
     started: float,
+    state: ProgressState | None = None,
 ) -> bytes:
-    body = {
+    body: dict[str, Any] = {
         "status": status,
         "message": result.message,
         "planned": result.planned,
@@ -438,6 +465,8 @@ def summary_bytes(
             for (model, bench), c in sorted(counters.items())
         ],
     }
+    if state is not None:  # what `ifsweep status` needs to redo the ETA (runner/status.py)
+        body.update(state.summary_fields())
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
 
 

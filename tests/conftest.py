@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import realmodel
+from llamaserver import LlamaServer, ServerShape, running
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "benchmarks"
@@ -28,3 +31,25 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(extra)
     return env
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
+    """llama.cpp's server with SmolLM2 on a free loopback port, 4 slots of 4,096 tokens, for the session.
+
+    Without the binary or model the tests skip locally, but fail in CI: there the tier must run.
+    """
+    paths = realmodel.expected_paths()
+    missing = [str(p) for p in (paths.server, paths.gguf) if not p.is_file()]
+    if missing:
+        reason = f"real-model tier: {', '.join(missing)} missing; {realmodel.BUILD_HINT}"
+        if in_ci():
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with running(paths.server, paths.gguf, log, ServerShape(ctx=16384, slots=4, threads=1)) as server:
+        yield server

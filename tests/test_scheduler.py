@@ -17,10 +17,11 @@ from ifsweep import benchmarks
 from ifsweep.providers import Budget, ProviderEvent, ProviderPool
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.providers.retry import RetryPolicy
+from ifsweep.runner.board import plain_line
 from ifsweep.runner.cli import main
 from ifsweep.runner.pipeline import Counters
-from ifsweep.runner.progress import ProgressState, plain_line
-from ifsweep.runner.scheduler import Work, count_planned, eta_s, initial_workers, pairs_for, worker_budget
+from ifsweep.runner.progress import ProgressState
+from ifsweep.runner.scheduler import Work, count_planned, initial_workers, pairs_for, worker_budget
 from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 
 
@@ -229,11 +230,13 @@ def test_rpm_enforced_by_the_server_completes_with_few_429s(
 def test_backoff_events_reach_the_progress_state() -> None:
     counters = {("a", "cfbench"): Counters(planned=4)}
     state = ProgressState(counters=counters, spent=lambda _label: 0.0, caps={None: 1.0})
+    endpoints = []
 
     async def run(base: str) -> None:
         policy = RetryPolicy(max_attempts=30, base_delay_s=0.01, max_delay_s=0.02, seed=0)
         async with ProviderPool(budget=Budget(None), retry=policy, on_event=state.on_event) as pool:
             ep = pool.endpoint(EndpointSpec(label="a", model="openai/sim-a", api_base=base))
+            endpoints.append(ep)
             for _ in range(4):
                 await ep.complete([{"role": "user", "content": "hello"}])
 
@@ -243,11 +246,18 @@ def test_backoff_events_reach_the_progress_state() -> None:
         assert sim.stats.status_counts[429] >= 1
     assert set(state.backoffs) == {"openai/sim-a"}, "no back-off event reached the progress state"
     assert state.backoffs["openai/sim-a"].message == "429 from openai/sim-a: waiting 0.25 s"
-    # While a wait lasts it is part of the line the plain mode prints.
+    # While a wait lasts it is in the endpoint's row, beside its count of 429s.
+    now = 100.0
+    state.clock = lambda: now
+    state.endpoints["a"] = endpoints[0].stats
     state.on_event(ProviderEvent("rate_limited", "openai/sim-a", "429 from openai/sim-a: waiting 3.2 s", 3.2))
-    line = plain_line(state)
-    assert line.endswith("| 429 from openai/sim-a: waiting 3.2 s"), line
-    assert "a 0/4 0.0 calls/s ETA ?" in line and "spent $0.0000 / $1.00" in line
+    (row,) = state.board().rows
+    assert row.waits == "waiting 3.2 s" and row.rate_limited == sim.stats.status_counts[429]
+    line = plain_line(state.board())
+    assert line.startswith("[ifsweep] pairs 0/4 0% | calls 0/? | - calls/s"), line
+    assert "$0.00/$1.00" in line and "|| a waiting 3.2 s unknown" in line, line
+    now += 4.0
+    assert state.board().rows[0].waits == ""  # over
 
 
 def test_events_other_than_backoffs_are_not_shown() -> None:
@@ -255,13 +265,6 @@ def test_events_other_than_backoffs_are_not_shown() -> None:
     state.on_event(ProviderEvent("limit_learned", "m", "m announces 600 requests/min", None))
     state.on_event(ProviderEvent("backoff", "m", "3 requests left of 600/min at m: pausing 1.0 s", 1.0))
     assert state.waiting() == ["3 requests left of 600/min at m: pausing 1.0 s"]
-
-
-def test_eta_counts_only_fresh_work() -> None:
-    c = Counters(planned=100, done=40, cached=20, started=0.0)
-    assert eta_s(c, now=10.0) == pytest.approx(60 / (20 / 10.0))  # 20 fresh pairs in 10 s, 60 left
-    assert eta_s(Counters(planned=10, done=10, started=0.0), now=1.0) == 0.0
-    assert eta_s(Counters(planned=10, done=3, cached=3, started=0.0), now=1.0) is None
 
 
 def test_waiting_for_a_global_slot_does_not_count_against_the_call_timeout() -> None:

@@ -33,8 +33,16 @@ def test_status_then_compact_then_report_from_parquet(
     code, text = cli(capsys, "status", str(out))
     assert code == 0
     lines = text.splitlines()
-    assert lines[0].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
-    rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[2:]}
+    # the board first: totals, then one row per endpoint, the judge's included
+    n, calls = summary["planned"], sum(e["calls"] for e in summary["by_model"])
+    assert lines[0].startswith(f"pairs {n}/{n} 100% | calls {calls}/{calls} |"), lines[0]
+    assert lines[0].endswith("| complete"), lines[0]
+    assert lines[2].split()[:2] == ["endpoint", "calls"]
+    endpoints = lines[4 : lines.index("* learned from the provider's headers")]
+    assert [x.split()[0] for x in endpoints] == ["alpha", "beta", "judge"]
+    head = lines.index(next(x for x in lines if x.startswith("model ")))
+    assert lines[head].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
+    rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[head + 2 :]}
     assert len(rows) == len(summary["by_model"]) == 6
     for entry in summary["by_model"]:
         planned, done, errors, spent = rows[(entry["model"], entry["benchmark"])]
@@ -44,6 +52,19 @@ def test_status_then_compact_then_report_from_parquet(
     # Spent is what the call records cost, judge calls included (they are billed to the judged model).
     calls = load_call_records(out)
     assert sum(float(r[3]) for r in rows.values()) == pytest.approx(calls["cost_usd"].sum(), abs=1e-3)
+
+    # A summary that still says "running" but was last written long ago: no sweep runs any more.
+    path = out / "summary.json"
+    good = path.read_bytes()
+    stale = summary | {"status": "running", "updated_at": summary["updated_at"] - 3600}
+    path.write_text(json.dumps(stale))
+    assert cli(capsys, "status", str(out))[1].splitlines()[0].endswith("| not running")
+    path.write_text(
+        json.dumps(stale | {"progress": summary["progress"] | {"limits": {"alpha": {"rpm": "x"}}}})
+    )
+    assert main(["status", str(out)]) == 2
+    assert f"{path}: progress.limits.alpha.rpm: expected an integer or null" in capsys.readouterr().err
+    path.write_bytes(good)
 
     code, before = cli(capsys, "report", str(out), "--format", "json")
     assert code == 0 and json.loads(before)
