@@ -1,6 +1,7 @@
-"""Benchmark data, prompts and scoring rules: pure functions over plain records."""
+"""Benchmark data, prompts, scoring rules and metric definitions: pure functions over plain records, found
+by name through the registry (built in, or a plugin's `ifsweep.benchmarks` entry point)."""
 
-from ifsweep.benchmarks.base import Benchmark, DataFile, Release, get, names
+from ifsweep.benchmarks.base import Benchmark, DataFile, Decide, Release
 from ifsweep.benchmarks.records import (
     Constraint,
     DataError,
@@ -13,21 +14,27 @@ from ifsweep.benchmarks.records import (
     ScoringMode,
     TurnOutcome,
 )
+from ifsweep.benchmarks.registry import ENTRY_POINT_GROUP, BenchmarkLoadError, Loaded, get, load_all, names
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Benchmark",
+    "BenchmarkLoadError",
     "Constraint",
     "DataError",
     "DataFile",
+    "Decide",
     "ImportedResult",
     "Instance",
     "JudgeTask",
     "JudgeTurn",
+    "Loaded",
     "Message",
     "Plan",
     "Release",
     "ScoringMode",
     "TurnOutcome",
     "get",
+    "load_all",
     "names",
 ]

@@ -1,19 +1,34 @@
-"""The contract every benchmark module fulfils, and the registry that finds them by name.
+"""The contract every benchmark fulfils (the registry, benchmarks/registry.py, finds them by name).
 
 A benchmark is a set of pure functions over records (benchmarks.records): it loads and validates its
-data, says how a response is scored (rule values now, judge tasks for the rest), and parses judge
-replies. It never performs I/O beyond reading its own data files, and never imports the runner.
+data, says how a response is scored (rule values now, judge tasks for the rest), parses judge replies,
+and describes its metrics for the metrics engine. It never performs I/O beyond reading its own data
+files, and never imports the runner. It is the one place that knows it exists: everything else (config
+checks, metrics, reports, the simulator, the demo) asks the registry.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ifsweep.benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks.records import (
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    Message,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
+
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
+
+# A simulated judge's decision: (the answer being judged, a key naming the decision) -> satisfied.
+Decide = Callable[[str, str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +50,10 @@ class Release:
     files: tuple[DataFile, ...]
 
 
+@runtime_checkable
 class Benchmark(Protocol):
-    name: str
+    name: str  # what a [[benchmarks]] table names it by; its entry point's name
+    display_name: str  # how reports title it ("FollowBench")
     # Keys a [[benchmarks]] table may hold for this benchmark, besides name, data, limit and scoring.
     options: frozenset[str]
 
@@ -69,29 +86,14 @@ class Benchmark(Protocol):
     def fixture_dir(self) -> Path:
         """The small built-in sample in the real schema (our own text), used by the demo and tests."""
 
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        """Its metric definitions for the metrics engine: one per report name its rows may carry (see
+        `report_name`). Imports Polars, so only what computes metrics calls it."""
 
-_REGISTRY: dict[str, str] = {
-    "followbench": "ifsweep.benchmarks.followbench:FollowBench",
-    "infobench": "ifsweep.benchmarks.infobench:InfoBench",
-    "cfbench": "ifsweep.benchmarks.cfbench:CFBench",
-    "eifbench": "ifsweep.benchmarks.eifbench:EIFBench",
-}
-
-
-def names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
-
-
-def get(name: str) -> Benchmark:
-    """The benchmark called `name`, imported on first use so that one broken module breaks only itself."""
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(_REGISTRY)}") from None
-    module_name, _, attr = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
-    bench: Benchmark = cls()
-    return bench
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        """For the simulator: when `messages` is a judge request this benchmark sends, a reply in the
+        shape its `parse` reads, each verdict `decide(judged answer, decision key)`; otherwise None (a
+        rule-only benchmark always answers None)."""
 
 
 class SupportsImport(Protocol):

@@ -1,17 +1,16 @@
-"""The pinned data release of each benchmark: where its files come from and the digest each must have.
+"""The pinned data release of each built-in benchmark: where its files come from and the digest each must
+have (each benchmark object hands its own out as `release`; a plugin pins its own).
 
-This table is the one place in the code that names the hosts; docs/data.md explains each pin. A mirror
-replaces only the base URL (runner.datasets), never the digests, so a mirrored file is still checked
-against what the benchmark's authors published at the pinned revision.
+This module is the one place in the code that names the built-in benchmarks' hosts; docs/data.md
+explains each pin. A mirror replaces only the base URL (runner.datasets), never the digests, so a
+mirrored file is still checked against what the benchmark's authors published at the pinned revision.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from ifsweep.benchmarks.base import DataFile, Release
 
-__all__ = ["CFBENCH", "EIFBENCH", "FOLLOWBENCH", "INFOBENCH", "RELEASES"]
+__all__ = ["CFBENCH", "EIFBENCH", "FOLLOWBENCH", "INFOBENCH"]
 
 _FOLLOWBENCH_REV = "6278f4c1377b4eafab737267b8b21acd52ea0e52"
 _CFBENCH_REV = "0bcbf9b0bcf21113a9813f86ed51a2135b328e41"
@@ -75,14 +74,4 @@ EIFBENCH = Release(
         DataFile("data/sorted_single450.json", git_blob="1856fe41885b8bc9e39c6a69dcf969e542b6e62f"),
         DataFile("data/sorted_dialogue450.json", git_blob="800eff293ba303b477f060ab7521cf737d0fe126"),
     ),
-)
-
-# Read-only: a registry nobody can patch at runtime.
-RELEASES = MappingProxyType(
-    {
-        "followbench": FOLLOWBENCH,
-        "infobench": INFOBENCH,
-        "cfbench": CFBENCH,
-        "eifbench": EIFBENCH,
-    }
 )

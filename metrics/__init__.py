@@ -1,12 +1,13 @@
-"""Metrics and reports: pure Polars functions of verdict rows (imports nothing from the project)."""
+"""Metrics and reports: pure Polars functions of verdict rows. A generic engine: it imports nothing else
+of ifsweep and names no benchmark; each benchmark's definitions (`BenchmarkMetrics`) come from its
+caller in a `Catalog`."""
 
 from ifsweep.metrics.analytics import analytics
-from ifsweep.metrics.cfbench import cfbench_metrics
-from ifsweep.metrics.compute import compute_metrics
+from ifsweep.metrics.catalog import BenchmarkMetrics, Catalog, Chart
+from ifsweep.metrics.components import Components, Leaf, split_slice
+from ifsweep.metrics.compute import benchmark_metrics, compute_metrics
 from ifsweep.metrics.coverage import coverage_metrics
-from ifsweep.metrics.eifbench import eifbench_metrics
-from ifsweep.metrics.followbench import followbench_metrics
-from ifsweep.metrics.infobench import infobench_metrics
+from ifsweep.metrics.instances import kept_expr, per_instance
 from ifsweep.metrics.paired import paired_differences
 from ifsweep.metrics.report_html import render_html
 from ifsweep.metrics.report_markdown import render_markdown
@@ -22,20 +23,25 @@ from ifsweep.metrics.schema import (
 __all__ = [
     "METRIC_COLUMNS",
     "VERDICT_SCHEMA",
+    "BenchmarkMetrics",
+    "Catalog",
+    "Chart",
+    "Components",
+    "Leaf",
     "VerdictError",
     "analytics",
-    "cfbench_metrics",
+    "benchmark_metrics",
     "compute_metrics",
     "coverage_metrics",
-    "eifbench_metrics",
-    "followbench_metrics",
-    "infobench_metrics",
+    "kept_expr",
     "paired_differences",
+    "per_instance",
     "read_verdicts",
     "render_csv",
     "render_html",
     "render_json",
     "render_markdown",
     "render_table",
+    "split_slice",
     "validate_verdicts",
 ]

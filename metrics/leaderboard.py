@@ -3,44 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-BENCHMARK_ORDER: tuple[str, ...] = ("followbench", "followbench-zh", "cfbench", "infobench", "eifbench")
-DISPLAY: dict[str, str] = {
-    "followbench": "FollowBench",
-    "followbench-zh": "FollowBench (zh)",
-    "cfbench": "CFBench",
-    "infobench": "InFoBench",
-    "eifbench": "EIFBench",
-}
-HEADLINE: dict[str, tuple[str, ...]] = {
-    "followbench": ("HSR", "SSR", "CSL"),
-    "followbench-zh": ("HSR", "SSR", "CSL"),
-    "cfbench": ("CSR", "ISR", "PSR"),
-    "infobench": ("DRFR",),
-    "eifbench": ("GAcc", "ILAcc", "CLAcc"),
-}
-# The one number a benchmark is ranked by (and plotted against cost).
-PRIMARY: dict[str, str] = {
-    "followbench": "HSR",
-    "followbench-zh": "HSR",
-    "cfbench": "PSR",
-    "infobench": "DRFR",
-    "eifbench": "GAcc",
-}
-LEVEL_METRICS = frozenset({"CSL"})  # counted in levels (0-5), not a fraction
+from ifsweep.metrics.catalog import Catalog
 
 
-def benchmarks_in(metrics: pl.DataFrame) -> list[str]:
-    present = set(metrics.get_column("benchmark").to_list())
-    return [b for b in BENCHMARK_ORDER if b in present] + sorted(present - set(BENCHMARK_ORDER))
+def benchmarks_in(metrics: pl.DataFrame, catalog: Catalog) -> list[str]:
+    return catalog.ordered(metrics.get_column("benchmark").to_list())
 
 
-def leaderboard(metrics: pl.DataFrame, benchmark: str) -> pl.DataFrame:
+def leaderboard(metrics: pl.DataFrame, catalog: Catalog, benchmark: str) -> pl.DataFrame:
     """Columns: model, then per headline metric M: M, M_lo, M_hi (null without intervals), M_n; then
     coverage and coverage_n. Ranked by the benchmark's primary metric, best first."""
-    names = [*HEADLINE.get(benchmark, ()), "coverage"]
+    names = [*catalog.headline(benchmark), "coverage"]
     part = metrics.filter((pl.col("benchmark") == benchmark) & (pl.col("slice") == "all"))
     has_ci = "ci_low" in part.columns
     models = part.select(pl.col("model").unique().sort())
@@ -53,17 +31,37 @@ def leaderboard(metrics: pl.DataFrame, benchmark: str) -> pl.DataFrame:
             else [pl.lit(None, pl.Float64).alias(f"{m}_lo"), pl.lit(None, pl.Float64).alias(f"{m}_hi")]
         )
         out = out.join(part.filter(pl.col("metric") == m).select("model", *cols), on="model", how="left")
-    rank = PRIMARY.get(benchmark, "coverage")
+    rank = catalog.primary(benchmark)
     return out.sort([rank, "model"], descending=[True, False], nulls_last=True)
 
 
-def fmt_value(metric: str, v: float | None) -> str:
+def header(catalog: Catalog, benchmark: str, metric: str) -> str:
+    """A column head: the metric, with "%" unless it is counted in levels."""
+    return metric if catalog.in_levels(benchmark, metric) else f"{metric} %"
+
+
+def fmt_value(v: float | None, *, levels: bool = False) -> str:
     if v is None or math.isnan(v):
         return "–"
-    return f"{v:.2f}" if metric in LEVEL_METRICS else f"{100 * v:.1f}"
+    return f"{v:.2f}" if levels else f"{100 * v:.1f}"
 
 
-def fmt_interval(metric: str, lo: float | None, hi: float | None) -> str:
+def fmt_interval(lo: float | None, hi: float | None, *, levels: bool = False) -> str:
     if lo is None or hi is None:
         return ""
-    return f"[{fmt_value(metric, lo)}, {fmt_value(metric, hi)}]"
+    return f"[{fmt_value(lo, levels=levels)}, {fmt_value(hi, levels=levels)}]"
+
+
+def value_texts(row: Mapping[str, Any], catalog: Catalog, benchmark: str, names: Sequence[str]) -> list[str]:
+    """Each of `names` in a leaderboard row as text: its value, then its interval when computed."""
+    out = []
+    for m in names:
+        levels = catalog.in_levels(benchmark, m)
+        out.append(
+            (
+                fmt_value(row[m], levels=levels)
+                + " "
+                + fmt_interval(row[f"{m}_lo"], row[f"{m}_hi"], levels=levels)
+            ).strip()
+        )
+    return out

@@ -22,6 +22,7 @@ from ifsweep.metrics.bootstrap import (
     unit_index,
     weight_batches,
 )
+from ifsweep.metrics.catalog import Catalog
 from ifsweep.metrics.compute import components_of
 
 PAIRED_SCHEMA: dict[str, pl.DataType] = {
@@ -45,6 +46,7 @@ def _target(s: Structure, metric: str, slice_: str) -> int | None:
 
 def paired_differences(
     rows: pl.LazyFrame | pl.DataFrame,
+    catalog: Catalog,
     benchmark: str,
     metric: str,
     *,
@@ -56,7 +58,7 @@ def paired_differences(
 ) -> pl.DataFrame:
     """diff = value(model_a) - value(model_b) over the units both kept, for every pair model_a <
     model_b; significant when the interval excludes 0."""
-    leaves, parents = components_of(rows)
+    leaves, parents = components_of(rows, catalog)
     leaves = leaves.filter((pl.col("benchmark") == benchmark) & (pl.col("metric") == metric))
     if leaves.height == 0:
         return pl.DataFrame(schema=PAIRED_SCHEMA)

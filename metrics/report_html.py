@@ -8,16 +8,10 @@ from typing import Any
 
 import polars as pl
 
-from ifsweep.metrics.leaderboard import (
-    DISPLAY,
-    HEADLINE,
-    PRIMARY,
-    benchmarks_in,
-    fmt_interval,
-    fmt_value,
-    leaderboard,
-)
-from ifsweep.metrics.svg import Point, bar_chart, esc, heatmap, line_chart, scatter
+from ifsweep.metrics import charts
+from ifsweep.metrics.catalog import Catalog
+from ifsweep.metrics.leaderboard import benchmarks_in, fmt_interval, fmt_value, header, leaderboard
+from ifsweep.metrics.svg import Point, esc, scatter
 
 _CSS = """
 :root{--ink:#1b1e23;--muted:#5f6672;--line:#e3e6ea;--bg:#f6f7f9;--card:#fff;--accent:#4269d0}
@@ -82,88 +76,40 @@ def _spend(analytics: pl.DataFrame | None) -> dict[tuple[str, str], float]:
     }
 
 
-def _leaderboards(metrics: pl.DataFrame, spend: dict[tuple[str, str], float]) -> str:
+def _leaderboards(metrics: pl.DataFrame, catalog: Catalog, spend: dict[tuple[str, str], float]) -> str:
     parts = []
-    for bench in benchmarks_in(metrics):
-        board = leaderboard(metrics, bench)
-        names = [*HEADLINE.get(bench, ()), "coverage"]
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        names = [*catalog.headline(bench), "coverage"]
         rows = []
         for r in board.iter_rows(named=True):
             cells = [_cell(esc(r["model"]), str(r["model"]))]
             for m in names:
-                ci = fmt_interval(m, r[f"{m}_lo"], r[f"{m}_hi"])
+                levels = catalog.in_levels(bench, m)
+                ci = fmt_interval(r[f"{m}_lo"], r[f"{m}_hi"], levels=levels)
                 cells.append(
-                    _cell(esc(fmt_value(m, r[m])), r[m], f'<span class="ci">{esc(ci)}</span>' if ci else "")
+                    _cell(
+                        esc(fmt_value(r[m], levels=levels)),
+                        r[m],
+                        f'<span class="ci">{esc(ci)}</span>' if ci else "",
+                    )
                 )
             cost = spend.get((bench, r["model"]))
             cells.append(_cell(esc(f"${cost:,.4f}") if cost is not None else "–", cost))
             rows.append(f"<tr>{''.join(cells)}</tr>")
-        header = ["model", *(m if m == "CSL" else f"{m} %" for m in names[:-1]), "coverage %", "spent"]
+        head = ["model", *(header(catalog, bench, m) for m in names), "spent"]
         n = int(board.select(pl.col("coverage_n").fill_null(0).max()).item() or 0)
         parts.append(
-            f"<h3>{esc(DISPLAY.get(bench, bench))} <span class='note'>· {board.height} models · "
-            f"up to {n} instances · 95% bootstrap interval in brackets</span></h3>" + _table(header, rows)
+            f"<h3>{esc(catalog.display(bench))} <span class='note'>· {board.height} models · "
+            f"up to {n} instances · 95% bootstrap interval in brackets</span></h3>" + _table(head, rows)
         )
     return "".join(parts) or '<p class="note">No metrics.</p>'
 
 
-def _slice_values(
-    metrics: pl.DataFrame, bench: str, metric: str, prefix: str
-) -> dict[tuple[str, str], Point]:
-    part = metrics.filter(
-        (pl.col("benchmark") == bench)
-        & (pl.col("metric") == metric)
-        & pl.col("slice").str.starts_with(prefix)
-    )
-    has_ci = "ci_low" in part.columns
-    return {
-        (r["model"], r["slice"][len(prefix) :]): Point(
-            r["value"], 0.0, str(r["n"]), r["ci_low"] if has_ci else None, r["ci_high"] if has_ci else None
-        )
-        for r in part.iter_rows(named=True)
-    }
-
-
-def _ranked_models(metrics: pl.DataFrame, bench: str) -> list[str]:
-    return [str(m) for m in leaderboard(metrics, bench).get_column("model").to_list()]
-
-
-def followbench_chart(metrics: pl.DataFrame) -> str:
-    vals = _slice_values(metrics, "followbench", "HSR", "level=")
-    if not vals:
-        return '<p class="note">No FollowBench results.</p>'
-    levels = sorted({lv for _, lv in vals}, key=lambda s: (len(s), s))
-    models = _ranked_models(metrics, "followbench")
-    series = {m: [vals[(m, lv)].x if (m, lv) in vals else None for lv in levels] for m in models}
-    return line_chart("FollowBench HSR by level", [f"level {lv}" for lv in levels], series, width=1300)
-
-
-def cfbench_chart(metrics: pl.DataFrame) -> str:
-    models = _ranked_models(metrics, "cfbench")
-    charts = []
-    for metric in ("ISR", "PSR"):
-        vals = _slice_values(metrics, "cfbench", metric, "split=")
-        splits = sorted({s for _, s in vals})
-        if vals:
-            chart = bar_chart(f"CFBench {metric} by split", models, splits, vals, width=640)
-            charts.append(f"<figure><figcaption>{esc(metric)} by split</figcaption>{chart}</figure>")
-    return (
-        f'<div class="grid2">{"".join(charts)}</div>' if charts else '<p class="note">No CFBench results.</p>'
-    )
-
-
-def slice_heatmap(metrics: pl.DataFrame, bench: str, metric: str, prefix: str, title: str) -> str:
-    vals = _slice_values(metrics, bench, metric, prefix)
-    if not vals:
-        return f'<p class="note">No {esc(DISPLAY[bench])} results by {esc(prefix.rstrip("="))}.</p>'
-    cols = sorted({c for _, c in vals})
-    return heatmap(title, _ranked_models(metrics, bench), cols, vals)
-
-
-def _cost_chart(metrics: pl.DataFrame, spend: dict[tuple[str, str], float]) -> str:
+def _cost_chart(metrics: pl.DataFrame, catalog: Catalog, spend: dict[tuple[str, str], float]) -> str:
     points: dict[str, list[Point]] = {}
-    for bench in benchmarks_in(metrics):
-        metric = PRIMARY.get(bench)
+    for bench in benchmarks_in(metrics, catalog):
+        metric = catalog.primary(bench)
         part = metrics.filter(
             (pl.col("benchmark") == bench) & (pl.col("metric") == metric) & (pl.col("slice") == "all")
         )
@@ -173,7 +119,7 @@ def _cost_chart(metrics: pl.DataFrame, spend: dict[tuple[str, str], float]) -> s
             if (bench, r["model"]) in spend
         ]
         if pts:
-            points[f"{DISPLAY.get(bench, bench)} {metric}"] = pts
+            points[f"{catalog.display(bench)} {metric}"] = pts
     if not points:
         return '<p class="note">No cost records: run analytics were not given.</p>'
     return scatter(
@@ -203,14 +149,14 @@ _ANALYTICS_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _analytics_table(analytics: pl.DataFrame | None) -> str:
+def _analytics_table(analytics: pl.DataFrame | None, catalog: Catalog) -> str:
     if analytics is None or analytics.height == 0:
         return '<p class="note">No call records.</p>'
     rows = []
     for r in analytics.iter_rows(named=True):
         cells = [
             _cell(esc(r["model"]), str(r["model"])),
-            _cell(esc(DISPLAY.get(r["benchmark"], r["benchmark"])), str(r["benchmark"])),
+            _cell(esc(catalog.display(r["benchmark"])), str(r["benchmark"])),
         ]
         for key, _, fmt in _ANALYTICS_COLUMNS:
             v = r.get(key)
@@ -219,7 +165,7 @@ def _analytics_table(analytics: pl.DataFrame | None) -> str:
     return _table(["model", "benchmark", *(h for _, h, _ in _ANALYTICS_COLUMNS)], rows)
 
 
-def _paired_table(paired: pl.DataFrame | None) -> str:
+def _paired_table(paired: pl.DataFrame | None, catalog: Catalog) -> str:
     if paired is None:
         return ""
     if paired.height == 0:
@@ -228,17 +174,17 @@ def _paired_table(paired: pl.DataFrame | None) -> str:
     for r in paired.sort(["benchmark", "metric", "diff"], descending=[False, False, True]).iter_rows(
         named=True
     ):
-        ci = fmt_interval("", r["ci_low"], r["ci_high"])
+        ci = fmt_interval(r["ci_low"], r["ci_high"])
         sig = '<span class="sig">yes</span>' if r["significant"] else "no"
         rows.append(
             "<tr>"
             + _cell(esc(r["model_a"]), str(r["model_a"]))
             + _cell(esc(r["model_b"]), str(r["model_b"]))
             + _cell(
-                esc(f"{DISPLAY.get(r['benchmark'], r['benchmark'])} {r['metric']} ({r['slice']})"),
+                esc(f"{catalog.display(r['benchmark'])} {r['metric']} ({r['slice']})"),
                 f"{r['benchmark']}{r['metric']}",
             )
-            + _cell(esc(fmt_value("", r["diff"])), r["diff"], f'<span class="ci">{esc(ci)}</span>')
+            + _cell(esc(fmt_value(r["diff"])), r["diff"], f'<span class="ci">{esc(ci)}</span>')
             + _cell(sig, str(r["significant"]))
             + "</tr>"
         )
@@ -251,49 +197,38 @@ def _paired_table(paired: pl.DataFrame | None) -> str:
 
 def render_html(
     metrics: pl.DataFrame,
+    catalog: Catalog,
     analytics: pl.DataFrame | None = None,
     paired: pl.DataFrame | None = None,
     *,
     title: str = "ifsweep report",
 ) -> str:
+    """The whole report as one HTML page: leaderboards, each benchmark's charts (the catalog's), cost
+    against score, run analytics and paired differences."""
     spend = _spend(analytics)
     models = metrics.get_column("model").n_unique() if metrics.height else 0
     total = sum(spend.values())
-    n_bench = len(benchmarks_in(metrics)) if metrics.height else 0
+    n_bench = len(benchmarks_in(metrics, catalog)) if metrics.height else 0
     kpis = (
         f'<div class="kpis"><div class="kpi"><b>{models}</b><span>models</span></div>'
         f'<div class="kpi"><b>{n_bench}</b><span>benchmarks</span></div>'
         f'<div class="kpi"><b>{esc(f"${total:,.2f}")}</b><span>spent</span></div></div>'
     )
     sections = [
-        ("Leaderboard", "Headline slices; click a column to sort.", _leaderboards(metrics, spend)),
-        (
-            "FollowBench: hard satisfaction by level",
-            "Hover a line to single out a model.",
-            followbench_chart(metrics),
+        ("Leaderboard", "Headline slices; click a column to sort.", _leaderboards(metrics, catalog, spend)),
+        *(
+            (chart.heading, chart.note, charts.draw(metrics, catalog, bench, chart))
+            for bench, chart in charts.wanted(catalog)
         ),
         (
-            "CFBench: easy and hard",
-            "Bars are point estimates, whiskers 95% intervals.",
-            cfbench_chart(metrics),
+            "Cost against score",
+            "Each point is one model on one benchmark.",
+            _cost_chart(metrics, catalog, spend),
         ),
-        (
-            "InFoBench: DRFR by constraint type",
-            "",
-            slice_heatmap(
-                metrics, "infobench", "DRFR", "constraint_type=", "InFoBench DRFR by constraint type"
-            ),
-        ),
-        (
-            "EIFBench: GAcc by scenario",
-            "",
-            slice_heatmap(metrics, "eifbench", "GAcc", "split=", "EIFBench GAcc by scenario"),
-        ),
-        ("Cost against score", "Each point is one model on one benchmark.", _cost_chart(metrics, spend)),
         (
             "Run analytics",
             "Per model and benchmark; latency over generation calls.",
-            _analytics_table(analytics),
+            _analytics_table(analytics, catalog),
         ),
     ]
     body = "".join(
@@ -302,10 +237,11 @@ def render_html(
         + f"{content}</section>"
         for h, sub, content in sections
     )
+    paired_section = _paired_table(paired, catalog)
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
         f'content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
         f"<style>{_CSS}</style></head>"
         f"<body><main><h1>{esc(title)}</h1><p class='sub'>Constraint-following results with 95% bootstrap "
-        f"intervals.</p>{kpis}{body}{_paired_table(paired)}</main><script>{_JS}</script></body></html>\n"
+        f"intervals.</p>{kpis}{body}{paired_section}</main><script>{_JS}</script></body></html>\n"
     )

@@ -13,16 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from ifsweep.metrics.leaderboard import (
-    DISPLAY,
-    HEADLINE,
-    PRIMARY,
-    benchmarks_in,
-    fmt_interval,
-    fmt_value,
-    leaderboard,
-)
-from ifsweep.metrics.report_html import cfbench_chart, followbench_chart, slice_heatmap
+from ifsweep.metrics import charts
+from ifsweep.metrics.catalog import Catalog
+from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
 
 
 def _md(text: object) -> str:
@@ -38,20 +31,20 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _png_charts(metrics: pl.DataFrame, out_dir: Path) -> list[str]:
+def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path) -> list[str]:
     import matplotlib  # only when importable; not a dependency
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = []
-    for bench in benchmarks_in(metrics):
-        board = leaderboard(metrics, bench)
-        metric = PRIMARY.get(bench, "coverage")
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        metric = catalog.primary(bench)
         fig, ax = plt.subplots(figsize=(8, 0.3 * board.height + 1.2))
         ax.barh([str(m) for m in board["model"]], board[metric].fill_null(0).to_list())
         ax.invert_yaxis()
-        ax.set_title(f"{DISPLAY.get(bench, bench)} {metric}")
+        ax.set_title(f"{catalog.display(bench)} {metric}")
         name = f"{bench}_{metric}.png"
         fig.tight_layout()
         fig.savefig(out_dir / name, dpi=110)
@@ -60,25 +53,20 @@ def _png_charts(metrics: pl.DataFrame, out_dir: Path) -> list[str]:
     return names
 
 
-def render_markdown(metrics: pl.DataFrame, analytics: pl.DataFrame | None, out_dir: str | Path) -> str:
+def render_markdown(
+    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path
+) -> str:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# ifsweep report", ""]
-    for bench in benchmarks_in(metrics):
-        board = leaderboard(metrics, bench)
-        names = [*HEADLINE.get(bench, ()), "coverage"]
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        names = [*catalog.headline(bench), "coverage"]
         rows = [
-            [
-                _md(r["model"]),
-                *(
-                    (fmt_value(m, r[m]) + " " + fmt_interval(m, r[f"{m}_lo"], r[f"{m}_hi"])).strip()
-                    for m in names
-                ),
-            ]
-            for r in board.iter_rows(named=True)
+            [_md(r["model"]), *value_texts(r, catalog, bench, names)] for r in board.iter_rows(named=True)
         ]
-        lines += [f"## {DISPLAY.get(bench, bench)}", ""]
-        lines += _table(["model", *(m if m == "CSL" else f"{m} %" for m in names[:-1]), "coverage %"], rows)
+        lines += [f"## {catalog.display(bench)}", ""]
+        lines += _table(["model", *(header(catalog, bench, m) for m in names)], rows)
         lines.append("")
     if analytics is not None and analytics.height:
         lines += ["## Run analytics", ""]
@@ -121,14 +109,9 @@ def render_markdown(metrics: pl.DataFrame, analytics: pl.DataFrame | None, out_d
         lines.append("")
     lines += ["## Charts", ""]
     svgs = {
-        "followbench_hsr_by_level.svg": followbench_chart(metrics),
-        "cfbench_by_split.svg": cfbench_chart(metrics),
-        "infobench_by_type.svg": slice_heatmap(
-            metrics, "infobench", "DRFR", "constraint_type=", "InFoBench DRFR by type"
-        ),
-        "eifbench_by_scenario.svg": slice_heatmap(
-            metrics, "eifbench", "GAcc", "split=", "EIFBench GAcc by scenario"
-        ),
+        chart.file: charts.draw(metrics, catalog, bench, chart)
+        for bench, chart in charts.wanted(catalog)
+        if chart.file
     }
     for name, markup in svgs.items():
         # A section may hold several charts (CFBench: one per metric); each becomes its own file.
@@ -138,7 +121,7 @@ def render_markdown(metrics: pl.DataFrame, analytics: pl.DataFrame | None, out_d
             (out / fname).write_text("<svg" + piece + "\n", encoding="utf-8")
             lines += [f"![{fname}]({fname})", ""]
     if importlib.util.find_spec("matplotlib") is not None:
-        lines += [f"![{n}]({n})" for n in _png_charts(metrics, out)] + [""]
+        lines += [f"![{n}]({n})" for n in _png_charts(metrics, catalog, out)] + [""]
     else:
         lines += [
             "_PNG charts skipped: matplotlib is not installed (the SVG charts above need nothing)._",

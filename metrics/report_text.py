@@ -8,7 +8,8 @@ from typing import Any
 
 import polars as pl
 
-from ifsweep.metrics.leaderboard import DISPLAY, HEADLINE, benchmarks_in, fmt_interval, fmt_value, leaderboard
+from ifsweep.metrics.catalog import Catalog
+from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
 
 _JSON_KEYS = ("benchmark", "model", "metric", "slice", "value", "n")
 
@@ -24,23 +25,18 @@ def _grid(header: list[str], body: list[list[str]]) -> list[str]:
     return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in body)]
 
 
-def render_table(metrics: pl.DataFrame) -> str:
+def render_table(metrics: pl.DataFrame, catalog: Catalog) -> str:
     """A terminal leaderboard: one block per benchmark, one line per model, headline metrics in percent
-    (CSL in levels) with their 95% interval when computed, then coverage."""
+    (or in levels, as FollowBench's CSL) with their 95% interval when computed, then coverage."""
     out: list[str] = []
-    for bench in benchmarks_in(metrics):
-        board = leaderboard(metrics, bench)
-        names = [*HEADLINE.get(bench, ()), "coverage"]
-        body = []
-        for r in board.iter_rows(named=True):
-            cells = [str(r["model"])]
-            for m in names:
-                cells.append((fmt_value(m, r[m]) + " " + fmt_interval(m, r[f"{m}_lo"], r[f"{m}_hi"])).strip())
-            body.append(cells)
-        header = ["model", *(m if m == "CSL" or m == "coverage" else f"{m} %" for m in names)]
-        header[-1] = "coverage %"
-        out.append(f"{DISPLAY.get(bench, bench)} ({board.height} models)")
-        out.extend(_grid(header, body))
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        names = [*catalog.headline(bench), "coverage"]
+        body = [
+            [str(r["model"]), *value_texts(r, catalog, bench, names)] for r in board.iter_rows(named=True)
+        ]
+        out.append(f"{catalog.display(bench)} ({board.height} models)")
+        out.extend(_grid(["model", *(header(catalog, bench, m) for m in names)], body))
         out.append("")
     return "\n".join(out).rstrip() + "\n" if out else "no metrics\n"
 

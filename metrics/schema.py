@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-BENCHMARKS: tuple[str, ...] = ("cfbench", "eifbench", "followbench", "followbench-zh", "infobench")
-# "followbench-zh" is FollowBench's Chinese: scored by FollowBench's metrics, reported as a benchmark of
-# its own (the languages share instance ids and are never averaged together).
+if TYPE_CHECKING:
+    from ifsweep.metrics.catalog import Catalog
+
 SCORINGS: tuple[str, ...] = ("paper", "reference")
 STATUSES: tuple[str, ...] = ("ok", "unparsed", "error")
 SOURCES: tuple[str, ...] = ("rule", "judge")
@@ -58,11 +58,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
-# Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion.
+# Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion
+# (what a benchmark's rows must fill besides is its `BenchmarkMetrics.required`).
 _REQUIRED = ("benchmark", "model", "instance_id", "constraint_idx", "source", "status")
-_REQUIRED_BY_BENCHMARK = {
-    name: ("group_id", "level", "category") for name in ("followbench", "followbench-zh")
-}
 # Columns a file may lack (written before they existed): read as null.
 OPTIONAL_COLUMNS: frozenset[str] = frozenset({"scoring"})
 
@@ -117,13 +115,14 @@ def read_verdicts(
     return pl.concat(frames, how="vertical")
 
 
-def problems_expr() -> pl.Expr:
-    """A String expression: the first contract problem of a row (naming its field), or null."""
+def problems_expr(catalog: Catalog) -> pl.Expr:
+    """A String expression: the first contract problem of a row (naming its field), or null. The
+    benchmarks `catalog` defines are the only ones allowed, each with the columns it requires."""
     expr: Any = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
     for field in _REQUIRED:
         expr = expr.when(pl.col(field).is_null()).then(pl.lit(f"field '{field}': missing"))
     for field, allowed in (
-        ("benchmark", BENCHMARKS),
+        ("benchmark", tuple(sorted(catalog.names()))),
         ("status", STATUSES),
         ("source", SOURCES),
     ):
@@ -139,21 +138,26 @@ def problems_expr() -> pl.Expr:
     expr = expr.when((pl.col("status") == "ok") & pl.col("satisfied").is_null()).then(
         pl.lit("field 'satisfied': missing although status is 'ok'")
     )
-    for bench, fields in _REQUIRED_BY_BENCHMARK.items():
-        for field in fields:
-            expr = expr.when((pl.col("benchmark") == bench) & pl.col(field).is_null()).then(
-                pl.lit(f"field '{field}': missing (required for {bench})")
+    for bench in catalog.benchmarks:
+        for field in bench.required:
+            expr = expr.when((pl.col("benchmark") == bench.name) & pl.col(field).is_null()).then(
+                pl.lit(f"field '{field}': missing (required for {bench.name})")
             )
     done: pl.Expr = expr.otherwise(pl.lit(None, dtype=pl.String))
     return done
 
 
-def first_problem(rows: pl.LazyFrame) -> pl.LazyFrame:
+def first_problem(rows: pl.LazyFrame, catalog: Catalog) -> pl.LazyFrame:
     """At most one row describing the first contract problem in `rows` (with its key), lazily."""
     return (
         rows.with_row_index("_row")
         .select(
-            "_row", "benchmark", "model", "instance_id", "constraint_idx", problems_expr().alias("problem")
+            "_row",
+            "benchmark",
+            "model",
+            "instance_id",
+            "constraint_idx",
+            problems_expr(catalog).alias("problem"),
         )
         .filter(pl.col("problem").is_not_null())
         .head(1)
@@ -168,12 +172,12 @@ def describe_problem(found: pl.DataFrame, where: str = "verdict rows") -> str:
     )
 
 
-def validate_verdicts(paths: str | Path | Iterable[str | Path]) -> None:
+def validate_verdicts(paths: str | Path | Iterable[str | Path], catalog: Catalog) -> None:
     """Read every file and raise `VerdictError` naming file, line (1-based for JSONL, row index for
-    Parquet) and field of the first row that breaks the contract."""
+    Parquet) and field of the first row that breaks the contract (for the benchmarks of `catalog`)."""
     for path in _as_paths(paths):
         try:
-            found = first_problem(_scan_one(path)).collect()
+            found = first_problem(_scan_one(path), catalog).collect()
         except pl.exceptions.PolarsError as exc:
             raise VerdictError(f"{path}: cannot read as verdict rows: {exc}") from exc
         if found.height:

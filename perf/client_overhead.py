@@ -1,12 +1,12 @@
 """Client overhead of Endpoint.complete (fast path and LiteLLM path) against a bare aiohttp+orjson loop.
 
-The simulator runs in a SUBPROCESS (`python -m providers.simulator --port 0`, latency 0) so it does not
+The simulator runs in a SUBPROCESS (`python -m ifsweep.simulator --port 0`, latency 0) so it does not
 share the client's core. Each mode sends N chat completions with 64 in flight and reports calls/s and
 client CPU ms per call (process_time over the loop), then the ratios to the bare loop. Also times the
 token estimate against litellm.token_counter, and checks the estimate against real benchmark prompts.
 
-    /work/venv/bin/python perf/client_overhead.py            # N=5000, litellm N=2000, 2 runs
-    /work/venv/bin/python perf/client_overhead.py --n 1000 --runs 1
+    python perf/client_overhead.py            # N=5000, litellm N=2000, 2 runs
+    python perf/client_overhead.py --n 1000 --runs 1
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def token_cost() -> None:
     )
     prompts = real_prompts()
     if not prompts:
-        print("estimate vs tokenizer: /work/shared/benchmarks absent, skipped")
+        print("estimate vs tokenizer: no benchmark data beside the checkout, skipped")
         return
     ratios = sorted(
         estimate_tokens(m) / max(1, litellm.token_counter(model="gpt-4o-mini", messages=m)) for m in prompts
@@ -151,7 +151,7 @@ def real_prompts(per_file: int = 150) -> list[list[dict[str, str]]]:
 
 def start_simulator() -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0"],
+        [sys.executable, "-m", "ifsweep.simulator", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -4,7 +4,7 @@ Prints, per setting, what each kill cost: requests the killed process had sent w
 its shards ("lost"), split into those in flight and those finished but still in the group-commit buffer,
 and checks that the resumed run re-sent nothing else and ends with the verdicts of an uninterrupted run.
 
-    /work/venv/bin/python perf/crash_perf.py --trials 60 --concurrency 4 8 --flush-ms 5 200
+    python perf/crash_perf.py --trials 60 --concurrency 4 8 --flush-ms 5 200
 
 Figures, not assertions (the suite's tests/test_resume_crash.py asserts on 20 kills); the script exits
 1 if the resumed verdicts differ or something recorded was sent again.
@@ -24,10 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_resume_crash import SEED, crash_chain, resends, run_child, sweep_toml, verdicts
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep import benchmarks
 from ifsweep.runner.cli import main as cli_main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
-BENCH = ("followbench", "cfbench", "infobench", "eifbench")
+BENCH = benchmarks.names()
 MODELS = ("alpha", "beta", "gamma")
 
 

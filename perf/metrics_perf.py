@@ -1,6 +1,6 @@
 """Performance of metrics/ on a large synthetic sweep. Prints timings and ratios; not a test.
 
-    /work/venv/bin/python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir /tmp/x]
+    python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir DIR]
 
 Generates verdict rows for all four benchmarks (same number of rows each), writes them as Parquet and
 JSONL, then times: every metric function from Parquet and from JSONL (target < 10 s each), bootstrap
@@ -29,8 +29,10 @@ import polars as pl
 
 from ifsweep import metrics
 from ifsweep.metrics import VERDICT_SCHEMA
+from ifsweep.runner.reporting import metric_catalog
 
-BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
+BENCHES = ("followbench", "infobench", "cfbench", "eifbench")  # what synth() makes rows for
+CATALOG = metric_catalog()[0]
 CONSTRAINTS = 10  # rows per instance
 
 
@@ -62,6 +64,7 @@ def synth(rows: int, models: int, seed: int = 0) -> pl.DataFrame:
             pl.lit(bench).alias("benchmark"),
             pl.format("model-{}", pl.col("m")).alias("model"),
             pl.lit("judge-1").alias("judge"),
+            pl.lit("paper").alias("scoring"),
             pl.format("{}-{}", pl.lit(bench[:2]), pl.col("i")).alias("instance_id"),
             pl.format("g{}", pl.col("i") // 5).alias("group_id"),
             (pl.col("level") if bench == "followbench" else pl.lit(None, pl.Int64)).alias("level"),
@@ -217,11 +220,11 @@ def main() -> None:
     timed("flush the written files to disk (os.sync; not part of any figure)", os.sync, r)
 
     fns: dict[str, Callable[[pl.LazyFrame], pl.DataFrame]] = {
-        "compute_metrics (all benchmarks + coverage)": metrics.compute_metrics,
-        "followbench_metrics": metrics.followbench_metrics,
-        "infobench_metrics": metrics.infobench_metrics,
-        "cfbench_metrics": metrics.cfbench_metrics,
-        "eifbench_metrics": metrics.eifbench_metrics,
+        "compute_metrics (all benchmarks + coverage)": partial(metrics.compute_metrics, catalog=CATALOG),
+        **{
+            f"benchmark_metrics {name}": partial(metrics.benchmark_metrics, benchmark=CATALOG.get(name))
+            for name in BENCHES
+        },
         "coverage_metrics": metrics.coverage_metrics,
     }
     print("metrics from Parquet / JSONL (target < 10 s each)")
@@ -250,7 +253,7 @@ def main() -> None:
     )
     timed(
         "jsonl, all 16 columns read: compute_metrics",
-        partial(lambda path: metrics.compute_metrics(metrics.read_verdicts(path)), jl),
+        partial(lambda path: metrics.compute_metrics(metrics.read_verdicts(path), CATALOG), jl),
         r,
     )
     print(f"  {result.height:,} metric rows")
@@ -259,12 +262,12 @@ def main() -> None:
     small = synth(args.boot_rows, args.models, seed=1)
     with_ci = timed(
         "compute_metrics(ci=True)",
-        partial(metrics.compute_metrics, small, ci=True, resamples=args.resamples),
+        partial(metrics.compute_metrics, small, CATALOG, ci=True, resamples=args.resamples),
         r,
     )
     timed(
         "paired_differences cfbench PSR (all pairs)",
-        partial(metrics.paired_differences, small, "cfbench", "PSR", resamples=args.resamples),
+        partial(metrics.paired_differences, small, CATALOG, "cfbench", "PSR", resamples=args.resamples),
         r,
     )
     del small
@@ -290,11 +293,11 @@ def main() -> None:
     def reports() -> int:
         a = metrics.analytics(calls, with_ci)
         texts = [
-            metrics.render_table(with_ci),
+            metrics.render_table(with_ci, CATALOG),
             metrics.render_json(with_ci),
             metrics.render_csv(with_ci),
-            metrics.render_markdown(with_ci, a, work / "md"),
-            metrics.render_html(with_ci, a, None),
+            metrics.render_markdown(with_ci, CATALOG, a, work / "md"),
+            metrics.render_html(with_ci, CATALOG, a, None),
         ]
         return sum(len(t) for t in texts)
 

@@ -11,8 +11,8 @@ the board (sampling, reading, the ETA walk when due), the walk alone, drawing th
 120 x 40 terminal) and the plain line. The walk is redone at most every ETA_EVERY_S and never more
 often than COST_SHARE of the time, so its cost is also given amortized.
 
-    /work/venvs/<you>/bin/python perf/progress_perf.py            # 200 models, 120 refreshes
-    /work/venvs/<you>/bin/python perf/progress_perf.py --models 40
+    python perf/progress_perf.py            # 200 models, 120 refreshes
+    python perf/progress_perf.py --models 40
 """
 
 from __future__ import annotations

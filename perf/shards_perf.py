@@ -1,6 +1,6 @@
 """Shard performance: append throughput vs raw writes, resume index build, compaction.
 
-    /work/venv/bin/python perf/shards_perf.py [--records 1000000] [--appends 200000] [--verdicts 200000]
+    python perf/shards_perf.py [--records 1000000] [--appends 200000] [--verdicts 200000]
 
 Prints one line per figure and the ratios; run it twice, the machine is shared.
 """

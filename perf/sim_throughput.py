@@ -1,12 +1,12 @@
 """How many chat completions per second the simulator sustains against a bare aiohttp client.
 
-The simulator runs as `python -m providers.simulator` in its own process (as in the performance suite,
+The simulator runs as `python -m ifsweep.simulator` in its own process (as in the performance suite,
 where it sits beside the client on the same 2 cores); the client is a bare aiohttp + orjson loop with
 `--concurrency` workers. Prints requests/s and the server's CPU milliseconds per request.
 With `--in-process` the simulator shares the client's event loop instead (as `async with Simulator()`
 in a test does), and the figure is client and server together on one core.
 
-    /work/venv/bin/python perf/sim_throughput.py --requests 20000 --concurrency 64
+    python perf/sim_throughput.py --requests 20000 --concurrency 64
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ async def _client(base_url: str, n: int, concurrency: int, models: int) -> float
 
 
 def _in_process(args: argparse.Namespace) -> int:
-    from ifsweep.providers.simulator import Simulator
+    from ifsweep.simulator import Simulator
 
     async def go() -> float:
         async with Simulator() as sim:
@@ -86,7 +86,7 @@ def main() -> int:
         return _in_process(args)
 
     server = subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0"],
+        [sys.executable, "-m", "ifsweep.simulator", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -5,7 +5,7 @@
     python perf/soak.py --calls 20000        # smaller
     python perf/soak.py --soak-minutes 30    # the soak: keep sending for 30 minutes (not for CI)
 
-The simulator runs in its own process (`python -m providers.simulator`), so its CPU is not the client's.
+The simulator runs in its own process (`python -m ifsweep.simulator`), so its CPU is not the client's.
 The client is ProviderPool (fast path, default retry policy) writing each Completion to a RunStore, as a
 sweep does. Checks, after each run: every planned key is in the shards exactly once, as ok/empty/
 truncated/refused or error (no key missing, none twice), budget reservations all settled, and the RSS
@@ -62,7 +62,7 @@ def fault_args(mixed_rate: float, rate_limit_rate: float) -> list[str]:
 
 class SimProcess:
     def __init__(self, extra: list[str]) -> None:
-        cmd = [sys.executable, "-m", "ifsweep.providers.simulator", "--seed", "17", "--hang-s", "60", *extra]
+        cmd = [sys.executable, "-m", "ifsweep.simulator", "--seed", "17", "--hang-s", "60", *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -1,17 +1,17 @@
 """The whole sweep under load: overhead against a bare aiohttp loop and Inspect AI, latency-bound
 throughput, rate limits, budget, memory. Prints figures and ratios measured in one run; not a test.
 
-The simulator always runs in a SUBPROCESS (`python -m providers.simulator`), so the client's CPU figures
-are the client's own. Data: FollowBench's example category (200 rule-scored instances, no judge) from
-../shared/benchmarks/FollowBench/data, or a generated file in the same schema for bigger runs.
+The simulator always runs in a SUBPROCESS (`python -m ifsweep.simulator`), so the client's CPU figures
+are the client's own. Data: FollowBench's example category (200 rule-scored instances, no judge) from the
+benchmark data beside the checkout when it is there, or a generated file in the same schema for bigger runs.
 
-    /work/venv/bin/python perf/sweep_perf.py                  # every scenario, each twice
-    /work/venv/bin/python perf/sweep_perf.py overhead --runs 1 --profile
-    /work/venv/bin/python perf/sweep_perf.py inspect latency limits budget memory
+    python perf/sweep_perf.py                  # every scenario, each twice
+    python perf/sweep_perf.py overhead --runs 1 --profile
+    python perf/sweep_perf.py inspect latency limits budget memory
 
 Scenarios and goals (docs/design/scheduler.md has the measured figures):
   overhead  40 models x 200 instances = 8,000 calls, latency 0, c64: ifsweep >= 30% of bare calls/s
-  inspect   `inspect eval` (openai-api provider, own venv under /tmp): ifsweep >= 10x its calls per CPU-s
+  inspect   `inspect eval` (openai-api provider, own venv in $TMPDIR): ifsweep >= 10x its calls per CPU-s
   latency   latency 200 ms, c256, 8,000 calls: >= 90% of the ideal 1,280 calls/s
   limits    rpm 1200 and a binding tpm, 2 s burst: >= 95% of the limit's throughput, <= 1% 429s
   budget    cap = half the sweep's cost: spent <= cap and >= 95% of it
@@ -47,11 +47,12 @@ import orjson
 
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.runner.config import load_config
+from ifsweep.runner.process import OwnedProcess
 from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
 
 HERE = Path(__file__).resolve().parent
 FOLLOWBENCH = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
-INSPECT_VENV = Path("/tmp/ifsweep-inspect-venv")
+INSPECT_VENV = Path(tempfile.gettempdir()) / "ifsweep-inspect-venv"
 MAX_TOKENS = 128
 SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory")
 
@@ -77,7 +78,7 @@ def _proc_cpu_s(pid: int) -> float:
 @contextmanager
 def simulator(*flags: str) -> Iterator[Sim]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.providers.simulator", "--port", "0", *flags],
+        [sys.executable, "-m", "ifsweep.simulator", "--port", "0", *flags],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -178,7 +179,8 @@ def sweep_in_process(cfg_path: Path, profile: Path | None = None) -> Measured:
     cpu0, wall0 = time.process_time(), time.perf_counter()
     if prof:
         prof.enable()
-    result = anyio.run(lambda: run_sweep(cfg, work, progress="off"))
+    # As the command runs it: with the process-wide settings only a program owning its process makes.
+    result = anyio.run(lambda: run_sweep(cfg, work, progress="off", process=OwnedProcess()))
     if prof:
         prof.disable()
     m = Measured(result, time.perf_counter() - wall0, time.process_time() - cpu0)

@@ -51,13 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _is_user_error(e: Exception) -> bool:
-    from ifsweep.benchmarks import DataError
+    from ifsweep.benchmarks import BenchmarkLoadError, DataError
     from ifsweep.runner.config import ConfigError
 
     names = {cls.__name__ for cls in type(e).__mro__}
-    # DownloadError, IncompatibleRun and UnknownPrice are user-fixable too; matched by name so this
-    # module need not import the modules that define them.
-    return isinstance(e, ConfigError | DataError | UsageError) or bool(
+    # DownloadError, IncompatibleRun, UnknownPrice and verdict rows that break the contract are
+    # user-fixable too; matched by name so this module need not import the modules that define them.
+    return isinstance(e, ConfigError | DataError | UsageError | BenchmarkLoadError) or bool(
         names
         & {
             "DownloadError",
@@ -66,6 +66,7 @@ def _is_user_error(e: Exception) -> bool:
             "ManifestError",
             "WriterBusyError",
             "CoordinatorError",
+            "VerdictError",
         }
     )
 
@@ -158,6 +159,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import anyio
 
     from ifsweep.runner.config import check_output_dir, load_config
+    from ifsweep.runner.process import OwnedProcess
     from ifsweep.runner.sweep import check_ready, run_sweep
 
     partition = _partition(args.partition)
@@ -172,6 +174,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             partition=partition,
             progress=args.progress,
             retry_errors=False if args.no_retry_errors else None,
+            process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
         )
     )
     _print_result(result, cfg.run.output_dir)
@@ -267,12 +270,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ifsweep.runner.demo import run_demo
+    from ifsweep.runner.process import OwnedProcess
 
-    return run_demo(args.out)
+    return run_demo(args.out, OwnedProcess())
 
 
 def _cmd_serve_mock(args: argparse.Namespace) -> int:
-    from ifsweep.providers.simulator import serve_main
+    from ifsweep.simulator import serve_main
 
     return serve_main(list(args.rest))
 
@@ -280,11 +284,14 @@ def _cmd_serve_mock(args: argparse.Namespace) -> int:
 def _cmd_bench_list(args: argparse.Namespace) -> int:
     from ifsweep import benchmarks
 
-    for name in benchmarks.names():
-        bench = benchmarks.get(name)
+    loaded = benchmarks.load_all()
+    for bench in loaded.benchmarks:
         opts = ", ".join(sorted(bench.options)) or "-"
-        print(f"{name:12s} options: {opts}")
-    return EXIT_OK
+        print(f"{bench.name:12s} {bench.display_name:14s} options: {opts}")
+    # A broken plugin is listed as broken, and the others stay usable.
+    for error in loaded.errors:
+        print(f"ifsweep: error: {error}", file=sys.stderr)
+    return EXIT_FAILED if loaded.errors else EXIT_OK
 
 
 def _cmd_bench_check(args: argparse.Namespace) -> int:

@@ -220,7 +220,10 @@ def _benchmark(path: Path, base: Path, i: int, t: Any, default_reask: int) -> Be
         raise ConfigError(
             path, f"{where}.name", f"unknown benchmark {name!r}{hint}; known: {', '.join(benchmarks.names())}"
         )
-    bench = benchmarks.get(name)
+    try:
+        bench = benchmarks.get(name)
+    except benchmarks.BenchmarkLoadError as e:
+        raise ConfigError(path, f"{where}.name", str(e)) from None
     _no_unknown(path, where, t, _BENCH_KEYS | set(bench.options))
     options = {k: v for k, v in t.items() if k not in _BENCH_KEYS}
     try:

@@ -1,4 +1,5 @@
-"""Glue between a run directory and the metrics package: `report`, `metrics` and `status`."""
+"""Glue between a run directory and the metrics package: `report`, `metrics` and `status`. The metrics
+engine knows no benchmark; `metric_catalog` hands it every registered benchmark's definitions."""
 
 from __future__ import annotations
 
@@ -6,12 +7,39 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ifsweep import benchmarks
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
     import polars as pl
 
+    from ifsweep.metrics import Catalog
     from ifsweep.runner.status import StatusReport
+
+
+def metric_catalog() -> tuple[Catalog, tuple[benchmarks.BenchmarkLoadError, ...]]:
+    """Every registered benchmark's metric definitions, in registry order, and an error for each
+    benchmark that failed to load (its rows cannot be scored; the others can)."""
+    from ifsweep.metrics import Catalog  # Polars: only for commands that compute metrics
+
+    loaded = benchmarks.load_all()
+    return Catalog(tuple(m for b in loaded.benchmarks for m in b.metrics())), loaded.errors
+
+
+def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.DataFrame, Catalog]:
+    """compute_metrics over every registered benchmark's definitions, and that catalog. Rows no
+    definition scores fail with VerdictError, which then also names any registered benchmark that
+    failed to load (the likely owner of those rows)."""
+    from ifsweep import metrics
+
+    catalog, errors = metric_catalog()
+    try:
+        return metrics.compute_metrics(rows, catalog, ci=ci), catalog
+    except metrics.VerdictError as e:
+        if not errors:
+            raise
+        failed = "; ".join(map(str, errors))
+        raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
 
 
 def require_run_dir(run_dir: Path) -> None:
@@ -27,36 +55,41 @@ def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None
     rows = load_verdict_rows(run_dir)
     if rows.height == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
-    table = metrics.compute_metrics(rows, ci=ci or fmt == "html")
-    if fmt == "table":
-        text = metrics.render_table(table)
-    elif fmt == "json":
-        text = metrics.render_json(table)
-    elif fmt == "csv":
-        text = metrics.render_csv(table)
+    table, catalog = compute(rows, ci=ci or fmt == "html")
+    if fmt in ("table", "json", "csv"):
+        text = _render_plain(table, catalog, fmt)
     else:
         analytics = metrics.analytics(load_call_records(run_dir), table)
         if fmt == "md":
-            text = metrics.render_markdown(table, analytics, out.parent if out else run_dir)
+            text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
-            text = metrics.render_html(table, analytics, _paired_primary(rows))
+            text = metrics.render_html(table, catalog, analytics, _paired_primary(rows, catalog))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
 
 
-def _paired_primary(rows: pl.DataFrame) -> pl.DataFrame:
+def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
+    from ifsweep import metrics
+
+    if fmt == "json":
+        return metrics.render_json(table)
+    if fmt == "csv":
+        return metrics.render_csv(table)
+    return metrics.render_table(table, catalog)
+
+
+def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
     """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.metrics.leaderboard import PRIMARY
 
     parts = [
-        metrics.paired_differences(rows, bench, PRIMARY[bench])
+        metrics.paired_differences(rows, catalog, bench, catalog.primary(bench))
         for bench in sorted(set(rows.get_column("benchmark").to_list()))
-        if bench in PRIMARY
+        if catalog.get(bench) is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame()
 
@@ -68,13 +101,8 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
         if not p.exists():
             raise UsageError(f"{p}: no such file")
     # Only the columns metrics read: a JSONL parse is most of the time, and it scales with columns.
-    table = metrics.compute_metrics(metrics.read_verdicts(paths, columns=metrics.METRIC_COLUMNS), ci=ci)
-    return {
-        "json": metrics.render_json,
-        "csv": metrics.render_csv,
-        "table": metrics.render_table,
-        "md": metrics.render_table,
-    }[fmt](table)
+    table, catalog = compute(metrics.read_verdicts(paths, columns=metrics.METRIC_COLUMNS), ci=ci)
+    return _render_plain(table, catalog, "table" if fmt == "md" else fmt)
 
 
 def render_status(run_dir: Path) -> str:

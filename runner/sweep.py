@@ -6,16 +6,14 @@ Everything that can be wrong with the config or the data is found before the run
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import os
-import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import orjson
@@ -36,7 +34,6 @@ from ifsweep.runner.manifest import (
     read_manifest,
     write_manifest,
 )
-from ifsweep.runner.memory import return_free_memory, steady_allocator
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.progress import ProgressState, run_progress
 from ifsweep.runner.reading import SweepPlan
@@ -60,9 +57,16 @@ from ifsweep.runner.workload import bench_shapes
 
 SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
 
+if TYPE_CHECKING:
+    from ifsweep.runner.process import OwnedProcess
+
 
 @dataclass(frozen=True, slots=True)
 class SweepResult:
+    """How a sweep ended. `status`: complete | failed | budget_exhausted | interrupted; `planned`,
+    `done` and `errors` count (model, instance) pairs; `spent_usd` is every call this run and earlier
+    runs of the directory paid for; `message` says why a sweep did not complete."""
+
     status: SweepStatus
     planned: int
     done: int
@@ -144,18 +148,26 @@ async def run_sweep(
     partition: tuple[int, int] | None = None,
     progress: str | None = None,
     retry_errors: bool | None = None,
+    process: OwnedProcess | None = None,
 ) -> SweepResult:
+    """Run (or resume) the sweep into cfg.run.output_dir. Changes no process-wide state unless the
+    program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
+    settings; runner/process.py). Cancelling the task that awaits it stops the sweep: what was stored is
+    flushed, the summary says "interrupted", and running it again resumes."""
     from ifsweep.providers.pool import ProviderPool
     from ifsweep.runner.partition import in_partition
     from ifsweep.runner.shards import RunStore
 
-    steady_allocator()
+    if process is not None:
+        process.prepare()
     run_dir = cfg.run.output_dir
     prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
     store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
     coordinator = None
+    state: ProgressState | None = None  # set once the counters and budget exist (see the cancel path)
+    started = time.time()
     try:
         if cfg.run.coordinator is None:
             spent = _already_spent(store)
@@ -181,7 +193,6 @@ async def run_sweep(
         stop = StopControl(anyio.Event())
         status: SweepStatus = "complete"
         message = ""
-        started = time.time()
         shared_at = None
         if coordinator is not None:
             coordinator.emit = state.on_event
@@ -205,13 +216,15 @@ async def run_sweep(
             )
 
             try:
-                with frozen_heap():
+                with process.frozen() if process is not None else contextlib.nullcontext():
                     async with anyio.create_task_group() as outer:
                         outer.start_soon(store.flusher)
                         outer.start_soon(run_progress, state, progress or cfg.run.progress)
-                        outer.start_soon(
-                            _watch_signals, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
-                        )
+                        if process is not None:
+                            outer.start_soon(
+                                process.watch, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
+                            )
+                        trim = process.trim if process is not None else None
                         outer.start_soon(
                             _write_summary_every,
                             run_dir,
@@ -219,6 +232,7 @@ async def run_sweep(
                             budget,
                             started,
                             writer_id,
+                            trim,
                             state,
                             shared_at,
                         )
@@ -256,6 +270,13 @@ async def run_sweep(
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
         return result
+    except anyio.get_cancelled_exc_class():
+        # Cancelled by whoever awaits the sweep (the library's caller): keep what was stored, say so,
+        # and let the cancellation go on. Before the progress state exists (while joining the
+        # coordinator) nothing was sent, so there is nothing to summarize.
+        if state is not None:
+            _note_cancelled(store, run_dir, counters, budget, started, writer_id, state)
+        raise
     finally:
         if coordinator is not None:
             with anyio.CancelScope(shield=True):
@@ -267,19 +288,6 @@ async def run_sweep(
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
     for spec, job, inst in all_pairs(work, cfg.models, keep):
         yield planned(pipeline, spec, job, inst)
-
-
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep what exists before the run (modules, litellm's tables, the loaded data) out of the cyclic
-    garbage collector for its duration. Those objects live as long as the run anyway; with litellm
-    loaded each full collection walked them all and stalled the event loop 100-300 ms (measured in the
-    latency-bound perf run: 84% of the ideal throughput with the stalls, 92% without)."""
-    gc.freeze()  # without a collect first (0.2 s with litellm loaded): startup garbage waits for unfreeze
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class IncompatibleRun(ValueError):
@@ -403,30 +411,23 @@ def _already_spent(store: Any) -> tuple[float, dict[str, float]]:
     return total, by
 
 
-async def _watch_signals(stop: StopControl, deadline_s: float, scope: anyio.CancelScope, store: Any) -> None:
-    """First Ctrl-C: no new pair starts, in-flight calls get `deadline_s`. Second: flush and leave now."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            if stop.stopped and stop.reason == "interrupted":
-                store.flush()
-                print(
-                    "\n[ifsweep] second interrupt: exiting now; the run is resumable",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                os._exit(130)
-            stop.stop("interrupted")
-            print(
-                f"\n[ifsweep] interrupted: finishing calls in flight (up to {deadline_s:.0f} s); "
-                "Ctrl-C again to exit now",
-                file=sys.stderr,
-                flush=True,
-            )
-            _cancel_later(scope, deadline_s)
-
-
-def _cancel_later(scope: anyio.CancelScope, deadline_s: float) -> None:
-    scope.deadline = min(scope.deadline, anyio.current_time() + deadline_s)
+def _note_cancelled(
+    store: Any,
+    run_dir: Path,
+    counters: dict[tuple[str, str], Counters],
+    budget: Any,
+    started: float,
+    writer_id: str,
+    state: ProgressState,
+) -> None:
+    """The summary of a sweep whose task was cancelled: "interrupted", after the shards are flushed."""
+    message = "cancelled; run the same sweep again to resume"
+    try:
+        store.flush()
+        result = _result("interrupted", counters, budget.spent_usd, message)
+        write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
+    except OSError as e:  # a full disk: the shards, not the summary, are what resume reads
+        print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
 
 
 def _result(
@@ -448,6 +449,7 @@ async def _write_summary_every(
     budget: Any,
     started: float,
     writer_id: str = "main",
+    trim: Callable[[], None] | None = None,
     state: ProgressState | None = None,
     coordinator: str | None = None,
 ) -> None:
@@ -458,7 +460,8 @@ async def _write_summary_every(
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
-        await anyio.to_thread.run_sync(return_free_memory)
+        if trim is not None:
+            await anyio.to_thread.run_sync(trim)
 
 
 def write_summary(

@@ -14,8 +14,8 @@ import pytest
 from sweeps import toml_config
 
 from ifsweep import benchmarks
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 DATA_CASES = {"not_json_at_record", "schema_broken", "schema_broken_cfbench"}
 UNSET = "IFSWEEP_BAD_INPUT_SURELY_UNSET"

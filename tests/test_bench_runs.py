@@ -16,8 +16,8 @@ from sweeps import stored_records
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance, ScoringMode
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 MODELS = ("alpha", "beta")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sweeps import toml_config
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 

@@ -13,8 +13,8 @@ import pytest
 from sweeps import stored_records
 
 from ifsweep import benchmarks
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 

@@ -21,11 +21,11 @@ from test_resume_crash import verdicts
 from ifsweep import benchmarks
 from ifsweep.providers.coordination import parse_coordinator
 from ifsweep.providers.redis_state import RedisCoordinator
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.coordinator import sweep_id
 from ifsweep.runner.shards import scan_shards
 from ifsweep.runner.status import status_report
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from ifsweep import benchmarks
 from ifsweep.benchmarks.base import DataFile, Release
 from ifsweep.benchmarks.cfbench import CFBench
 from ifsweep.benchmarks.records import DataError
-from ifsweep.benchmarks.releases import CFBENCH, EIFBENCH, FOLLOWBENCH, INFOBENCH, RELEASES
+from ifsweep.benchmarks.releases import CFBENCH, EIFBENCH, FOLLOWBENCH, INFOBENCH
 from ifsweep.runner.datasets import DownloadError, cache_root, ensure_release, file_digests, git_blob_sha1
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
@@ -67,7 +68,7 @@ def shared_server() -> Iterator[Server]:
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
     monkeypatch.setenv("IFSWEEP_CACHE_DIR", str(root))
-    for name in RELEASES:
+    for name in benchmarks.names():
         monkeypatch.delenv(f"IFSWEEP_DATA_BASE_URL_{name.upper()}", raising=False)
     return root
 
@@ -109,7 +110,9 @@ def test_pins_match_the_shared_checksums() -> None:
                 assert entry.git_blob is not None and len(entry.git_blob) == 40
     assert pinned == 12 + 1 + 1
     assert len(FOLLOWBENCH.files) == 12
-    assert all(release.revision in release.base_url for release in RELEASES.values())
+    assert all(
+        benchmarks.get(n).release.revision in benchmarks.get(n).release.base_url for n in benchmarks.names()
+    )
     assert INFOBENCH.files == (
         DataFile("InfoBench.json", sha256="66a2ee8d70208a7a879a17f471ba0ffd097b698265ea4796be99a273fdcc6559"),
     )

@@ -12,9 +12,10 @@ from typing import ClassVar
 import pytest
 from sweeps import toml_config
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
+from ifsweep import benchmarks
 from ifsweep.runner.cli import main
 from ifsweep.runner.shards import RunStore
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def test_sweep_then_resume_sends_nothing(
 ) -> None:
     out = tmp_path / "run"
     cfg = tmp_path / "sweep.toml"
-    cfg.write_text(toml_config(out, sim.base_url, bench=("followbench", "cfbench", "infobench", "eifbench")))
+    cfg.write_text(toml_config(out, sim.base_url, bench=benchmarks.names()))
     assert run_cli("run", str(cfg)) == 0
     summary = read_summary(out)
     assert summary["status"] == "complete"

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.progress import PLAIN_EVERY_S
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 TOLERANCE = 0.25  # of the time left
 RESOLUTION_S = 1.0  # the line prints whole seconds

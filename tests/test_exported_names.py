@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 EXPECTED = {
     "benchmarks": {
+        "ENTRY_POINT_GROUP",
         "Benchmark",
+        "BenchmarkLoadError",
         "Constraint",
         "DataError",
         "DataFile",
+        "Decide",
         "ImportedResult",
         "Instance",
         "JudgeTask",
         "JudgeTurn",
+        "Loaded",
         "Message",
         "Plan",
         "Release",
         "ScoringMode",
         "TurnOutcome",
         "get",
+        "load_all",
         "names",
     },
     "providers": {
@@ -35,17 +42,12 @@ EXPECTED = {
         "EndpointSpec",
         "EndpointStats",
         "ErrorKind",
-        "FaultRates",
         "Price",
         "ProviderEvent",
         "ProviderPool",
         "Reservation",
         "RetryDecision",
         "RetryPolicy",
-        "SimConfig",
-        "SimStats",
-        "Simulator",
-        "SimulatorThread",
         "UnknownPrice",
         "check_prices",
         "classify",
@@ -54,26 +56,30 @@ EXPECTED = {
         "resolve_price",
         "resolve_route",
         "scrub",
-        "serve_main",
     },
     "metrics": {
         "METRIC_COLUMNS",
         "VERDICT_SCHEMA",
+        "BenchmarkMetrics",
+        "Catalog",
+        "Chart",
+        "Components",
+        "Leaf",
         "VerdictError",
         "analytics",
-        "cfbench_metrics",
+        "benchmark_metrics",
         "compute_metrics",
         "coverage_metrics",
-        "eifbench_metrics",
-        "followbench_metrics",
-        "infobench_metrics",
+        "kept_expr",
         "paired_differences",
+        "per_instance",
         "read_verdicts",
         "render_csv",
         "render_html",
         "render_json",
         "render_markdown",
         "render_table",
+        "split_slice",
         "validate_verdicts",
     },
     "runner": {
@@ -92,6 +98,15 @@ EXPECTED = {
         "record_key",
         "run_sweep",
     },
+    "simulator": {
+        "FAULT_NAMES",
+        "FaultRates",
+        "SimConfig",
+        "SimStats",
+        "Simulator",
+        "SimulatorThread",
+        "serve_main",
+    },
 }
 
 
@@ -103,11 +118,69 @@ def test_exported_names(package: str) -> None:
         assert getattr(module, name) is not None
 
 
+def test_the_library_api() -> None:
+    import ifsweep
+
+    assert set(ifsweep.__all__) == {
+        "ConfigError",
+        "ConfigSource",
+        "Estimate",
+        "StatusRow",
+        "SweepResult",
+        "arun",
+        "plan",
+        "report",
+        "run",
+        "scores",
+        "status",
+        "verdicts",
+    }
+    for name in ifsweep.__all__:
+        assert getattr(ifsweep, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ifsweep.nope  # noqa: B018
+
+
 def test_importing_the_packages_stays_light() -> None:
     """No LiteLLM (2-3 s, a network fetch by default) and no simulator just for importing."""
     code = (
         "import sys\nfrom ifsweep import benchmarks, providers, runner, metrics\n"
-        "print(sorted(m for m in ('litellm', 'ifsweep.providers.simulator') if m in sys.modules))"
+        "print(sorted(m for m in ('litellm', 'ifsweep.simulator') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# Which rooms (top folders, installed as ifsweep.<room>) each room may import: one way, no cycle.
+ALLOWED_IMPORTS = {
+    "api": {"runner"},
+    "runner": {"benchmarks", "providers", "metrics", "simulator"},
+    "simulator": {"benchmarks"},
+    "benchmarks": {"metrics"},
+    "metrics": set(),
+    "providers": set(),
+}
+
+
+def _imported_rooms(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            parts = node.module.split(".")
+            names = [".".join([*parts, a.name]) for a in node.names] if len(parts) == 1 else [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found |= {n.split(".")[1] for n in names if n.startswith("ifsweep.") and len(n.split(".")) > 1}
+    return found
+
+
+def test_imports_point_one_way() -> None:
+    repo = Path(__file__).resolve().parents[1]
+    wrong = []
+    for room, allowed in ALLOWED_IMPORTS.items():
+        for path in sorted((repo / room).rglob("*.py")):
+            for other in _imported_rooms(path) & set(ALLOWED_IMPORTS):
+                if other != room and other not in allowed:
+                    wrong.append(f"{path.relative_to(repo)} imports ifsweep.{other}")
+    assert wrong == []

@@ -18,8 +18,8 @@ from ifsweep.providers.limits import AdaptiveConcurrency
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import Completion, EndpointSpec, Price
 from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
-from ifsweep.providers.sim_config import FAULT_NAMES
-from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.simulator.config import FAULT_NAMES
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]
 PRICE = Price(input_per_mtok=1.0, output_per_mtok=2.0)

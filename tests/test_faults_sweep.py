@@ -19,8 +19,8 @@ import pytest
 from sweeps import stored_records, toml_config
 
 from ifsweep.providers.records import ErrorKind
-from ifsweep.providers.sim_config import FAULT_NAMES
-from ifsweep.providers.simulator import FaultRates, SimConfig, SimulatorThread
+from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
+from ifsweep.simulator.config import FAULT_NAMES
 
 SECRET = "sk-ifsweep-FAULTSWEEP-7f3a9c1e5b"
 KEY_ENV = "IFSWEEP_FAULT_TEST_KEY"

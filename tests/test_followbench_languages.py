@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.config import ConfigError, load_config
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ from sweeps import stored_records
 
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner import keys
 from ifsweep.runner.cli import main
 from ifsweep.runner.config import BenchmarkConfig
@@ -25,6 +24,7 @@ from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.shards import RunStore
 from ifsweep.runner.status import status_table
 from ifsweep.runner.verify import IncompleteVerdicts, check_verdicts, planned
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 
 @pytest.fixture

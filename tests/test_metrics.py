@@ -14,10 +14,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ifsweep import metrics
-from ifsweep.metrics import VERDICT_SCHEMA, compute_metrics
+from ifsweep.metrics import VERDICT_SCHEMA, Catalog
+from ifsweep.runner.reporting import metric_catalog
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]
+
+# Every registered benchmark's definitions, as the runner hands them to the engine.
+CATALOG: Catalog = metric_catalog()[0]
+
+
+def metrics_of(rows: pl.DataFrame | pl.LazyFrame, **kw: Any) -> pl.DataFrame:
+    """compute_metrics over the registry's catalog."""
+    return metrics.compute_metrics(rows, CATALOG, **kw)
 
 
 def row(benchmark: str, model: str, instance_id: str, idx: int, satisfied: bool | None, **kw: Any) -> Row:
@@ -206,6 +215,7 @@ def ref_eifbench(m: str, kept: list[list[Row]]) -> dict[Key, tuple[float, int]]:
 
 # ---------------------------------------------------------------- random rows
 
+# The benchmarks `reference` above re-implements, one loop per definition.
 BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
 
 
@@ -256,24 +266,19 @@ def assert_matches(got: dict[Key, tuple[float, int]], want: dict[Key, tuple[floa
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(verdict_rows())
 def test_every_definition_matches_the_reference(rows: list[Row]) -> None:
-    assert_matches(as_dict(compute_metrics(frame(rows))), reference(rows))
+    assert_matches(as_dict(metrics_of(frame(rows))), reference(rows))
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(verdict_rows())
 def test_per_benchmark_functions_agree_with_compute_metrics(rows: list[Row]) -> None:
     df = frame(rows)
-    whole = compute_metrics(df).filter(pl.col("metric") != "coverage")
-    parts = pl.concat(
-        [
-            metrics.followbench_metrics(df),
-            metrics.infobench_metrics(df),
-            metrics.cfbench_metrics(df),
-            metrics.eifbench_metrics(df),
-        ]
-    ).sort(["benchmark", "model", "metric", "slice"])
+    whole = metrics_of(df).filter(pl.col("metric") != "coverage")
+    parts = pl.concat([metrics.benchmark_metrics(df, b) for b in CATALOG.benchmarks]).sort(
+        ["benchmark", "model", "metric", "slice"]
+    )
     assert parts.equals(whole)
-    assert metrics.coverage_metrics(df).equals(compute_metrics(df).filter(pl.col("metric") == "coverage"))
+    assert metrics.coverage_metrics(df).equals(metrics_of(df).filter(pl.col("metric") == "coverage"))
 
 
 # ---------------------------------------------------------------- hand-computed cases
@@ -302,7 +307,7 @@ def test_followbench_hand_computed() -> None:
         rows.append(
             row("followbench", "m", f"g3-{lv}", 0, lv != 2, group_id="g3", level=lv, category="style")
         )
-    got = as_dict(compute_metrics(frame(rows)))
+    got = as_dict(metrics_of(frame(rows)))
     assert got[("followbench", "m", "CSL", "category=content")] == (1.5, 2)
     assert got[("followbench", "m", "CSL", "all")] == (1.5, 1)
     assert ("followbench", "m", "CSL", "category=style") not in got
@@ -342,7 +347,7 @@ def test_cfbench_psr_branches() -> None:
     }
     for name, items in cases.items():
         rows = [row("cfbench", "m", name, i, s, priority=p, split="hard") for i, (p, s) in enumerate(items)]
-        got = as_dict(compute_metrics(frame(rows)))
+        got = as_dict(metrics_of(frame(rows)))
         assert got[("cfbench", "m", "PSR", "all")] == (expected[name], 1), name
         assert got[("cfbench", "m", "PSR", "split=hard")] == (expected[name], 1), name
 
@@ -358,7 +363,7 @@ def test_infobench_micro_average_and_labels() -> None:
         row("infobench", "m", "c", 0, True, split="hard"),
         row("infobench", "m", "c", 1, None, status="unparsed", split="hard"),
     ]
-    got = as_dict(compute_metrics(frame(rows)))
+    got = as_dict(metrics_of(frame(rows)))
     assert got[("infobench", "m", "DRFR", "all")] == (4 / 5, 5)  # micro: rows, not instance means
     assert got[("infobench", "m", "DRFR", "split=easy")] == (0.5, 2)
     assert got[("infobench", "m", "DRFR", "split=hard")] == (1.0, 3)
@@ -375,7 +380,7 @@ def test_eifbench_levels() -> None:
         row("eifbench", "m", "t1", 2, True, instruction_idx=1, split="party"),
         row("eifbench", "m", "t2", 0, True, instruction_idx=0, split="work"),
     ]
-    got = as_dict(compute_metrics(frame(rows)))
+    got = as_dict(metrics_of(frame(rows)))
     assert got[("eifbench", "m", "GAcc", "all")] == (0.5, 2)
     assert got[("eifbench", "m", "ILAcc", "all")] == ((0.5 + 1) / 2, 2)
     assert math.isclose(got[("eifbench", "m", "CLAcc", "all")][0], (2 / 3 + 1) / 2)
@@ -385,21 +390,21 @@ def test_eifbench_levels() -> None:
 
 def test_output_is_sorted_and_typed() -> None:
     rows = [row(b, m, "i", 0, True, level=1, category="c") for b in BENCHES for m in ("z", "a")]
-    out = compute_metrics(frame(rows))
+    out = metrics_of(frame(rows))
     assert out.columns == ["benchmark", "model", "metric", "slice", "value", "n"]
     assert out.dtypes == [pl.String, pl.String, pl.String, pl.String, pl.Float64, pl.Int64]
     assert out.equals(out.sort(["benchmark", "model", "metric", "slice"]))
-    assert compute_metrics(frame(rows).reverse().lazy()).equals(out)
+    assert metrics_of(frame(rows).reverse().lazy()).equals(out)
 
 
 def test_bad_rows_are_named() -> None:
     bad = [row("cfbench", "m", "i7", 3, True, status="okay")]
     with pytest.raises(metrics.VerdictError, match=r"instance_id='i7'.*field 'status': 'okay'"):
-        compute_metrics(frame(bad))
+        metrics_of(frame(bad))
     with pytest.raises(metrics.VerdictError, match="field 'level'"):
-        compute_metrics(frame([row("followbench", "m", "i", 0, True, category="c")]))
+        metrics_of(frame([row("followbench", "m", "i", 0, True, category="c")]))
     with pytest.raises(metrics.VerdictError, match="field 'satisfied'"):
-        compute_metrics(frame([{**row("cfbench", "m", "i", 0, True), "satisfied": None}]))
+        metrics_of(frame([{**row("cfbench", "m", "i", 0, True), "satisfied": None}]))
 
 
 def test_read_verdicts_jsonl_and_parquet(tmp_path: Path) -> None:
@@ -410,13 +415,13 @@ def test_read_verdicts_jsonl_and_parquet(tmp_path: Path) -> None:
     lf = metrics.read_verdicts([tmp_path / "a.jsonl", tmp_path / "b.parquet"])
     assert lf.collect_schema() == pl.Schema(VERDICT_SCHEMA)
     assert lf.collect().equals(df)
-    assert compute_metrics(lf).equals(compute_metrics(df))
-    metrics.validate_verdicts([tmp_path / "a.jsonl", tmp_path / "b.parquet"])
+    assert metrics_of(lf).equals(metrics_of(df))
+    metrics.validate_verdicts([tmp_path / "a.jsonl", tmp_path / "b.parquet"], CATALOG)
     some = metrics.read_verdicts(
         [tmp_path / "a.jsonl", tmp_path / "b.parquet"], columns=metrics.METRIC_COLUMNS
     )
     assert some.collect_schema().names() == list(metrics.METRIC_COLUMNS)
-    assert compute_metrics(some).equals(compute_metrics(df))
+    assert metrics_of(some).equals(metrics_of(df))
     with pytest.raises(metrics.VerdictError, match="field 'colour'"):
         metrics.read_verdicts(tmp_path / "a.jsonl", columns=["colour"])
 
@@ -427,7 +432,7 @@ def test_validate_names_file_line_and_field(tmp_path: Path) -> None:
     rows[2]["source"] = "oracle"
     frame(rows).write_ndjson(path)
     with pytest.raises(metrics.VerdictError, match=r"v\.jsonl: line 3 .*field 'source'"):
-        metrics.validate_verdicts(path)
+        metrics.validate_verdicts(path, CATALOG)
     with pytest.raises(metrics.VerdictError, match="no such verdict file"):
         metrics.read_verdicts(tmp_path / "missing.jsonl")
     (tmp_path / "x.csv").write_text("a\n")
@@ -442,6 +447,6 @@ def test_validate_names_file_line_and_field(tmp_path: Path) -> None:
 @given(verdict_rows())
 def test_bit_for_bit_deterministic_under_row_order(rows: list[Row]) -> None:
     df = frame(rows)
-    want = compute_metrics(df)
+    want = metrics_of(df)
     for seed in range(3):
-        assert compute_metrics(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
+        assert metrics_of(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)

@@ -9,9 +9,9 @@ import numpy as np
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_metrics import Row, as_dict, frame, row, verdict_rows
+from test_metrics import CATALOG, Row, as_dict, frame, metrics_of, row, verdict_rows
 
-from ifsweep.metrics import compute_metrics, paired_differences
+from ifsweep.metrics import paired_differences
 from ifsweep.metrics.bootstrap import build_structure, evaluate, unit_index
 from ifsweep.metrics.compute import components_of
 
@@ -23,7 +23,7 @@ def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(
 ) -> None:
     """A resample is the data with unit i repeated w_i times: evaluating the structure under weights w must
     equal compute_metrics on rows physically repeated that way (instance-level statistics)."""
-    leaves, parents = components_of(frame(rows))
+    leaves, parents = components_of(frame(rows), CATALOG)
     leaves = leaves.filter(pl.col("unit_kind") == "instance")
     for bench in leaves.get_column("benchmark").unique().to_list():
         part = leaves.filter(pl.col("benchmark") == bench)
@@ -37,7 +37,7 @@ def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(
             if r["benchmark"] == bench
             for k in range(weights[r["instance_id"]])
         ]
-        want = as_dict(compute_metrics(frame(repeated))) if repeated else {}
+        want = as_dict(metrics_of(frame(repeated))) if repeated else {}
         for j, key in enumerate(s.keys.iter_rows()):
             if key[2] == "CSL":
                 continue
@@ -50,8 +50,8 @@ def test_weighted_evaluation_equals_metrics_of_the_resampled_rows(
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(verdict_rows())
 def test_unit_weights_reproduce_point_estimates(rows: list[Row]) -> None:
-    leaves, parents = components_of(frame(rows))
-    want = as_dict(compute_metrics(frame(rows)))
+    leaves, parents = components_of(frame(rows), CATALOG)
+    want = as_dict(metrics_of(frame(rows)))
     for _, part in leaves.group_by(["benchmark", "unit_kind"]):
         units = unit_index(part)
         s = build_structure(part, parents, units)
@@ -65,7 +65,7 @@ def binomial_rows(model: str, p_true: float, n: int, bench: str = "cfbench") -> 
 
 
 def test_interval_width_matches_the_normal_approximation() -> None:
-    out = compute_metrics(frame(binomial_rows("m", 0.5, 400)), ci=True, resamples=2000, seed=1)
+    out = metrics_of(frame(binomial_rows("m", 0.5, 400)), ci=True, resamples=2000, seed=1)
     r = out.filter((pl.col("metric") == "ISR") & (pl.col("slice") == "all")).row(0, named=True)
     assert r["value"] == 0.5
     assert r["ci_low"] < 0.5 < r["ci_high"]
@@ -74,9 +74,9 @@ def test_interval_width_matches_the_normal_approximation() -> None:
 
 def test_intervals_are_seeded_and_ordered() -> None:
     rows = frame(binomial_rows("a", 0.3, 60) + binomial_rows("b", 0.7, 60))
-    one = compute_metrics(rows, ci=True, resamples=300, seed=5)
-    assert one.equals(compute_metrics(rows, ci=True, resamples=300, seed=5))
-    assert not one.equals(compute_metrics(rows, ci=True, resamples=300, seed=6))
+    one = metrics_of(rows, ci=True, resamples=300, seed=5)
+    assert one.equals(metrics_of(rows, ci=True, resamples=300, seed=5))
+    assert not one.equals(metrics_of(rows, ci=True, resamples=300, seed=6))
     assert (one["ci_low"] <= one["ci_high"]).all()
     assert one.columns == ["benchmark", "model", "metric", "slice", "value", "n", "ci_low", "ci_high"]
     constant = one.filter(pl.col("metric") == "coverage")
@@ -99,7 +99,7 @@ def test_followbench_intervals_cover_every_statistic() -> None:
                     category="content" if g % 2 else "style",
                 )
             )
-    out = compute_metrics(frame(rows), ci=True, resamples=200)
+    out = metrics_of(frame(rows), ci=True, resamples=200)
     assert out["ci_low"].null_count() == 0
     inside = (out["ci_low"] <= out["value"] + 1e-12) & (out["value"] <= out["ci_high"] + 1e-12)
     assert inside.sum() >= out.height - 2
@@ -109,7 +109,7 @@ def test_paired_differences() -> None:
     rows = (
         binomial_rows("strong", 0.9, 200) + binomial_rows("weak", 0.5, 200) + binomial_rows("twin", 0.5, 200)
     )
-    out = paired_differences(frame(rows), "cfbench", "ISR", resamples=500, seed=3)
+    out = paired_differences(frame(rows), CATALOG, "cfbench", "ISR", resamples=500, seed=3)
     assert out.columns == [
         "benchmark",
         "metric",
@@ -136,8 +136,8 @@ def test_paired_uses_only_instances_kept_for_both() -> None:
     a = [row("cfbench", "a", f"i{i}", 0, True) for i in range(10)]
     b = [row("cfbench", "b", f"i{i}", 0, i >= 5) for i in range(10)]
     b[0] = row("cfbench", "b", "i0", 0, None, status="error")  # b lost i0: the pair is scored on i1..i9
-    out = paired_differences(frame(a + b), "cfbench", "CSR", resamples=200).row(0, named=True)
+    out = paired_differences(frame(a + b), CATALOG, "cfbench", "CSR", resamples=200).row(0, named=True)
     assert out["n"] == 9
     assert math.isclose(out["diff"], 1 - 5 / 9)
-    fb = paired_differences(frame(a + b), "cfbench", "CSR", models=["a"], resamples=10)
+    fb = paired_differences(frame(a + b), CATALOG, "cfbench", "CSR", models=["a"], resamples=10)
     assert fb.height == 0

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_metrics import Row, as_dict, frame, row
+from test_metrics import CATALOG, Row, as_dict, frame, metrics_of, row
 
 from ifsweep import metrics
-from ifsweep.metrics import VERDICT_SCHEMA, compute_metrics
+from ifsweep.metrics import VERDICT_SCHEMA
 from ifsweep.metrics.compute import components_of
 from ifsweep.metrics.instances import KEY_DTYPE
 
@@ -45,11 +45,13 @@ def test_float_sums_are_bit_for_bit_the_same_under_any_row_order() -> None:
     # Large enough that a plain group-by sum over shuffled rows differs in the last bits (checked by
     # replacing ordered_sum with a plain sum: this test then fails).
     df = frame(fractional_rows(6000))
-    want = compute_metrics(df)
+    want = metrics_of(df)
     assert want.filter(pl.col("metric") == "CSR").height > 0
     for seed in range(3):
-        assert compute_metrics(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
-    parts = pl.concat([metrics.cfbench_metrics(df), metrics.eifbench_metrics(df)])
+        assert metrics_of(df.sample(fraction=1.0, shuffle=True, seed=seed)).equals(want)
+    parts = pl.concat(
+        [*(metrics.benchmark_metrics(df, b) for b in CATALOG.benchmarks if b.name in ("cfbench", "eifbench"))]
+    )
     assert parts.sort(["benchmark", "model", "metric", "slice"]).equals(
         want.filter(pl.col("metric") != "coverage")
     )
@@ -57,7 +59,7 @@ def test_float_sums_are_bit_for_bit_the_same_under_any_row_order() -> None:
 
 def test_float_sums_match_exact_fractions() -> None:
     rows = fractional_rows(900, seed=4)
-    got = as_dict(compute_metrics(frame(rows)))
+    got = as_dict(metrics_of(frame(rows)))
     per: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r["benchmark"] == "cfbench":
@@ -77,14 +79,14 @@ def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> No
         row("followbench", "m1", "f1", 0, True, group_id="g", level=1, category="c"),
     ]
     plain = frame(rows)
-    want = compute_metrics(plain)
+    want = metrics_of(plain)
     typed = plain.with_columns(
         pl.col("model", "instance_id", "status", "constraint_type").cast(pl.Categorical),
-        pl.col("benchmark").cast(pl.Enum(["cfbench", "eifbench", "followbench", "infobench"])),
+        pl.col("benchmark").cast(pl.Enum(CATALOG.names())),
     )
-    assert compute_metrics(typed).equals(want)
+    assert metrics_of(typed).equals(want)
     typed.write_parquet(tmp_path / "typed.parquet")
-    assert compute_metrics(metrics.read_verdicts(tmp_path / "typed.parquet")).equals(want)
+    assert metrics_of(metrics.read_verdicts(tmp_path / "typed.parquet")).equals(want)
     assert want.schema == pl.Schema(
         {"benchmark": pl.String, "model": pl.String, "metric": pl.String, "slice": pl.String}
         | {"value": pl.Float64, "n": pl.Int64}
@@ -93,7 +95,7 @@ def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> No
 
 def test_key_categories_are_released_after_use() -> None:
     marker = "instance-id-seen-only-by-this-test"
-    out = compute_metrics(frame([row("cfbench", "m", marker, 0, True)]))
+    out = metrics_of(frame([row("cfbench", "m", marker, 0, True)]))
     assert out.height > 0
     gc.collect()
     categories = KEY_DTYPE.categories
@@ -109,13 +111,13 @@ def test_infobench_labels_count_once_per_row_in_sums_and_in_units() -> None:
         row("infobench", "m", "b", 1, True, constraint_type="|", split="s"),
         row("infobench", "m", "c", 0, True, constraint_type="Format", status="error", split="s"),
     ]
-    got = as_dict(compute_metrics(frame(rows)))
+    got = as_dict(metrics_of(frame(rows)))
     assert got[("infobench", "m", "DRFR", "constraint_type=Style")] == (0.5, 2)
     assert got[("infobench", "m", "DRFR", "constraint_type=Format")] == (0.5, 2)
     assert got[("infobench", "m", "DRFR", "constraint_type=Content")] == (1.0, 1)
     assert got[("infobench", "m", "DRFR", "all")] == (0.6, 5)
     assert ("infobench", "m", "DRFR", "constraint_type=") not in got
-    leaves, _ = components_of(frame(rows))
+    leaves, _ = components_of(frame(rows), CATALOG)
     style = leaves.filter(pl.col("slice") == "constraint_type=Style").sort("unit")
     # Unit a has two Style rows (one per type string): one leaf row for (statistic, unit), summed.
     assert style.select("unit", "num", "den").rows() == [("a", 1.0, 2.0)]
@@ -127,8 +129,8 @@ def test_bad_rows_are_still_named_with_categorical_keys() -> None:
     rows = fractional_rows(50)
     rows[17] = {**rows[17], "source": "oracle"}
     with pytest.raises(metrics.VerdictError, match=r"row 17 .*instance_id='i\d+'.*field 'source': 'oracle'"):
-        compute_metrics(frame(rows))
+        metrics_of(frame(rows))
     rows = fractional_rows(50)
     rows[5] = {**rows[5], "instance_id": None}
     with pytest.raises(metrics.VerdictError, match=r"row 5 .*field 'instance_id': missing"):
-        compute_metrics(pl.DataFrame(rows, schema=VERDICT_SCHEMA))
+        metrics_of(pl.DataFrame(rows, schema=VERDICT_SCHEMA))

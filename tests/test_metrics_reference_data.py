@@ -13,9 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_metrics import frame, row
-
-from ifsweep.metrics import compute_metrics
+from test_metrics import frame, metrics_of, row
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "CFBench" / "output" / "judge"
 PRIORITY = {"主需": "primary", "次需": "secondary"}
@@ -44,7 +42,7 @@ def test_cfbench_scores_match_the_reference_judge_files() -> None:
                     )
                 )
     assert len(want) >= 50
-    got = compute_metrics(frame(rows)).filter(pl.col("slice") == "all")
+    got = metrics_of(frame(rows)).filter(pl.col("slice") == "all")
     checked = 0
     for r in got.filter(pl.col("metric") != "coverage").iter_rows(named=True):
         # The reference rounds each item's CSR to two decimals; we do not round (the brief's rule).

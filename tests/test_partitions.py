@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from test_resume_crash import SEED, resends, sweep_toml, verdicts
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.shards import shard_files
 from ifsweep.runner.status import status_table, summary_name
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 BENCH = ("followbench", "cfbench", "infobench")
 

@@ -20,7 +20,6 @@ import pyte
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.board import (
     PLAIN_WIDTH,
     Board,
@@ -33,6 +32,7 @@ from ifsweep.runner.board import (
     table_lines,
 )
 from ifsweep.runner.cli import main
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 ROWS, COLS = 30, 120
 PAIRS = 4  # per model; at 30 rpm a model's last pair starts 6 s in, past the first plain line (5 s)

@@ -22,7 +22,7 @@ from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec, Price
 from ifsweep.providers.retry import RetryPolicy
 from ifsweep.providers.scrub import scrub
-from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]
 PRICE = Price(input_per_mtok=1.0, output_per_mtok=2.0)

@@ -22,7 +22,7 @@ from ifsweep.providers.pool import ProviderPool, resolve_route
 from ifsweep.providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import Completion, EndpointSpec, Price, UnknownPrice
 from ifsweep.providers.retry import RetryPolicy
-from ifsweep.providers.simulator import FaultRates, SimConfig, Simulator
+from ifsweep.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name three rivers."}]
 PRICE = Price(input_per_mtok=0.5, output_per_mtok=1.5)

@@ -10,10 +10,10 @@ from typing import Any
 
 import polars as pl
 import pytest
-from test_metrics import Row, frame, row
+from test_metrics import CATALOG, Row, frame, metrics_of, row
 
 from ifsweep import metrics
-from ifsweep.metrics import analytics, compute_metrics, render_csv, render_json, render_markdown, render_table
+from ifsweep.metrics import analytics, render_csv, render_json, render_markdown, render_table
 
 NASTY = ('gpt<4o> & "friends"', "claude|sonnet", "llama-3.1-8b")
 
@@ -126,7 +126,7 @@ def demo_calls(models: tuple[str, ...] = NASTY) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def demo() -> pl.DataFrame:
-    return compute_metrics(frame(demo_rows()), ci=True, resamples=200)
+    return metrics_of(frame(demo_rows()), ci=True, resamples=200)
 
 
 def test_analytics_per_model_and_benchmark(demo: pl.DataFrame) -> None:
@@ -153,14 +153,14 @@ def test_analytics_without_judgments_and_missing_columns(demo: pl.DataFrame) -> 
 
 
 def test_render_table_ranks_models(demo: pl.DataFrame) -> None:
-    text = render_table(demo)
+    text = render_table(demo, CATALOG)
     assert (
         text.index("FollowBench") < text.index("CFBench") < text.index("InFoBench") < text.index("EIFBench")
     )
     cf = text[text.index("CFBench") : text.index("InFoBench")]
     assert cf.index(NASTY[0]) < cf.index(NASTY[1]) < cf.index(NASTY[2])
     assert "HSR %" in text and "CSL" in text and "coverage %" in text and "[" in text
-    assert render_table(compute_metrics(frame(demo_rows()[:5]))).count("\n") >= 3
+    assert render_table(metrics_of(frame(demo_rows()[:5])), CATALOG).count("\n") >= 3
 
 
 def test_render_json_and_csv_round_trip(demo: pl.DataFrame) -> None:
@@ -176,7 +176,7 @@ def test_render_json_and_csv_round_trip(demo: pl.DataFrame) -> None:
 
 
 def test_render_markdown_writes_charts(demo: pl.DataFrame, tmp_path: Path) -> None:
-    md = render_markdown(demo, analytics(demo_calls(), demo), tmp_path)
+    md = render_markdown(demo, CATALOG, analytics(demo_calls(), demo), tmp_path)
     assert "## FollowBench" in md and "## Run analytics" in md
     assert 'gpt&lt;4o&gt; &amp; "friends"' in md and "claude\\|sonnet" in md
     svgs = sorted(p.name for p in tmp_path.glob("*.svg"))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_metrics import frame
+from test_metrics import CATALOG, frame, metrics_of
 from test_report import NASTY, demo_calls, demo_rows
 
-from ifsweep.metrics import analytics, compute_metrics, paired_differences, render_html
+from ifsweep.metrics import analytics, paired_differences, render_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MODELS = (*NASTY, *(f"model-{i:02d}" for i in range(9)))
@@ -21,9 +21,9 @@ MODELS = (*NASTY, *(f"model-{i:02d}" for i in range(9)))
 @pytest.fixture(scope="module")
 def report() -> str:
     rows = frame(demo_rows(MODELS, scale=2))
-    m = compute_metrics(rows, ci=True, resamples=200)
-    paired = paired_differences(rows, "cfbench", "PSR", models=list(MODELS[:4]), resamples=200)
-    return render_html(m, analytics(demo_calls(MODELS), m), paired)
+    m = metrics_of(rows, ci=True, resamples=200)
+    paired = paired_differences(rows, CATALOG, "cfbench", "PSR", models=list(MODELS[:4]), resamples=200)
+    return render_html(m, CATALOG, analytics(demo_calls(MODELS), m), paired)
 
 
 def test_html_is_self_contained_and_escaped(report: str) -> None:
@@ -47,8 +47,8 @@ def test_html_is_self_contained_and_escaped(report: str) -> None:
 
 
 def test_html_without_analytics_or_data() -> None:
-    empty = compute_metrics(pl.DataFrame(schema=frame([]).schema))
-    page = render_html(empty, None, None)
+    empty = metrics_of(pl.DataFrame(schema=frame([]).schema))
+    page = render_html(empty, CATALOG, None, None)
     assert "No metrics." in page and "No call records." in page and "<svg" not in page
 
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 from sweeps import toml_config
 
-from ifsweep.providers.sim_config import FaultRates
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.shards import scan_shards
+from ifsweep.simulator import SimConfig, SimulatorThread
+from ifsweep.simulator.config import FaultRates
 
 SEED = 3
 CONCURRENCY = 4

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from test_resume_crash import SEED, sweep_toml, verdicts
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.shards import DamageReport, RunStore, scan_shards, shard_files
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 LIMITED = """
 import resource, signal, sys

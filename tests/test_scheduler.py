@@ -17,12 +17,12 @@ from ifsweep import benchmarks
 from ifsweep.providers import Budget, ProviderEvent, ProviderPool
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.providers.retry import RetryPolicy
-from ifsweep.providers.simulator import FaultRates, SimConfig, SimulatorThread
 from ifsweep.runner.board import plain_line
 from ifsweep.runner.cli import main
 from ifsweep.runner.pipeline import Counters
 from ifsweep.runner.progress import ProgressState
 from ifsweep.runner.scheduler import Work, count_planned, initial_workers, pairs_for, worker_budget
+from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ifsweep import benchmarks
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.shards import RunStore
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"  # a known price: litellm stays unloaded
 

@@ -24,15 +24,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ifsweep.providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
-from ifsweep.providers.sim_faults import FaultPicker
-from ifsweep.providers.sim_limits import TokenBucket, format_reset
-from ifsweep.providers.sim_text import count_tokens, cut_to_tokens, judge_reply, model_quality, read_quality
-from ifsweep.providers.simulator import Simulator, SimulatorThread, serve_main
+from ifsweep.simulator import Simulator, SimulatorThread, serve_main
+from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.simulator.faults import FaultPicker
+from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.limits import TokenBucket, format_reset
+from ifsweep.simulator.text import count_tokens, cut_to_tokens, model_quality, read_quality
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
+JUDGES = Judges.registered()
 Json = dict[str, Any]
 
 
@@ -708,7 +710,7 @@ def test_module_runs_as_a_subprocess_and_exits_on_sigterm() -> None:
         [
             sys.executable,
             "-m",
-            "ifsweep.providers.simulator",
+            "ifsweep.simulator",
             "--port",
             "0",
             "--fault",
@@ -730,9 +732,10 @@ def test_module_runs_as_a_subprocess_and_exits_on_sigterm() -> None:
             assert status == 200 and reply["choices"][0]["message"]["content"] == ""
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=10) == 0
-            # Nothing went wrong on the way out (a RuntimeWarning from runpy would appear here if the
-            # providers facade imported providers.simulator eagerly).
-            assert "Traceback" not in proc.stderr.read()
+            # Nothing went wrong on the way out (runpy warns when `-m` runs a module its package has
+            # imported already; the package's __main__ avoids that).
+            err = proc.stderr.read()
+            assert "Traceback" not in err and "RuntimeWarning" not in err
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -783,7 +786,7 @@ def test_cfbench_reply_lists_every_criterion_in_order(criteria: list[str], respo
         + "\n\n".join(criteria)
         + "\n\n[你的评估]: \n"
     )
-    reply = judge_reply(user(prompt), seed=0)
+    reply = JUDGES.reply(user(prompt), seed=0)
     assert reply is not None
     items = reply.split("\n\n")
     assert [i.rsplit("\t", 1)[0] for i in items] == criteria

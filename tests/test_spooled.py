@@ -14,7 +14,7 @@ from ifsweep.benchmarks import Instance
 from ifsweep.runner.spooled import SpooledInstances
 
 
-@pytest.mark.parametrize("name", ["followbench", "infobench", "cfbench", "eifbench"])
+@pytest.mark.parametrize("name", benchmarks.names())
 def test_every_fixture_instance_comes_back_equal(name: str) -> None:
     bench = benchmarks.get(name)
     loaded = list(bench.load(bench.fixture_dir(), {}))

@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from test_resume_crash import SEED, sweep_toml
 
-from ifsweep.providers.simulator import SimConfig, SimulatorThread
 from ifsweep.runner.cli import main
 from ifsweep.runner.compact import COMPACT_DIR, load_call_records
+from ifsweep.simulator import SimConfig, SimulatorThread
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -3,32 +3,38 @@ primary (主需) and secondary (次需) requirements that one judge call scores 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known
-from ifsweep.benchmarks.base import Release
+from ifsweep.benchmarks.base import Decide, Release
 from ifsweep.benchmarks.cfbench.imports import read_reference_outputs
 from ifsweep.benchmarks.cfbench.load import load_instances, wanted_splits
 from ifsweep.benchmarks.cfbench.parse import paper_values, reference_values
 from ifsweep.benchmarks.cfbench.prompts import render_judge_prompt, template_hash
+from ifsweep.benchmarks.cfbench.simulated import simulated_judge_reply
 from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
     JudgeTask,
     JudgeTurn,
+    Message,
     Plan,
     ScoringMode,
     TurnOutcome,
 )
 from ifsweep.benchmarks.releases import CFBENCH
 
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
+
 __all__ = ["CFBench"]
 
 
 class CFBench:
     name = "cfbench"
+    display_name = "CFBench"
     options: frozenset[str] = frozenset({"split"})
     release: Release = CFBENCH
 
@@ -68,6 +74,14 @@ class CFBench:
 
     def fixture_dir(self) -> Path:
         return Path(__file__).resolve().parent / "fixtures"
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return simulated_judge_reply(messages, decide)
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.cfbench import metrics  # Polars: only where metrics are computed
+
+        return (metrics.definition(self.display_name),)
 
     def read_reference_outputs(
         self,

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known, one_of
-from ifsweep.benchmarks.base import Release
-from ifsweep.benchmarks.eifbench import _import, _parse, _prompts
+from ifsweep.benchmarks.base import Decide, Release
+from ifsweep.benchmarks.eifbench import _import, _parse, _prompts, _simulated
 from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
 from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
     JudgeTask,
     JudgeTurn,
+    Message,
     Plan,
     ScoringMode,
     TurnOutcome,
 )
+
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
@@ -29,6 +33,7 @@ def _scenario(options: Mapping[str, Any]) -> str | None:
 
 class EIFBench:
     name = "eifbench"
+    display_name = "EIFBench"
     options = frozenset({"scenario"})
 
     @property
@@ -78,6 +83,14 @@ class EIFBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return _simulated.simulated_judge_reply(messages, decide)
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.eifbench import _metrics  # Polars: only where metrics are computed
+
+        return (_metrics.definition(self.display_name),)
 
     def read_reference_outputs(
         self,

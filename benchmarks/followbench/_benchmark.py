@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known
-from ifsweep.benchmarks.base import Release
-from ifsweep.benchmarks.followbench import _import, _load, _parse, _prompts, _scoring
+from ifsweep.benchmarks.base import Decide, Release
+from ifsweep.benchmarks.followbench import _import, _load, _parse, _prompts, _scoring, _simulated
 from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
     JudgeTask,
     JudgeTurn,
+    Message,
     Plan,
     ScoringMode,
     TurnOutcome,
 )
 from ifsweep.benchmarks.releases import FOLLOWBENCH
+
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
@@ -50,6 +54,7 @@ def instance_route(instance: Instance) -> _scoring.Route:
 
 class FollowBench:
     name = "followbench"
+    display_name = "FollowBench"
     options = frozenset({"language", "categories"})
     release: Release = FOLLOWBENCH
 
@@ -107,6 +112,14 @@ class FollowBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return _simulated.simulated_judge_reply(messages, decide)
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.followbench import _metrics  # Polars: only where metrics are computed
+
+        return _metrics.definitions(self.display_name)
 
     def read_reference_outputs(
         self,

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.benchmarks._options import check_known, one_of
-from ifsweep.benchmarks.base import Release
-from ifsweep.benchmarks.infobench import _import, _parse, _prompts
+from ifsweep.benchmarks.base import Decide, Release
+from ifsweep.benchmarks.infobench import _import, _parse, _prompts, _simulated
 from ifsweep.benchmarks.infobench._load import read_rows, resolve_data_file, to_instance
-from ifsweep.benchmarks.records import ImportedResult, Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks.records import (
+    ImportedResult,
+    Instance,
+    JudgeTask,
+    Message,
+    Plan,
+    ScoringMode,
+    TurnOutcome,
+)
+
+if TYPE_CHECKING:
+    from ifsweep.metrics import BenchmarkMetrics
 
 SPLITS = ("easy", "hard")
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
@@ -22,6 +33,7 @@ def _split(options: Mapping[str, Any]) -> str | None:
 
 class InfoBench:
     name = "infobench"
+    display_name = "InFoBench"
     options = frozenset({"split"})
 
     @property
@@ -62,6 +74,14 @@ class InfoBench:
 
     def fixture_dir(self) -> Path:
         return FIXTURE_DIR
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return _simulated.simulated_judge_reply(messages, decide)
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        from ifsweep.benchmarks.infobench import _metrics  # Polars: only where metrics are computed
+
+        return (_metrics.definition(self.display_name),)
 
     def read_reference_outputs(
         self,

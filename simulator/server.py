@@ -1,8 +1,8 @@
 """The built-in OpenAI-compatible simulator: a real aiohttp server on 127.0.0.1.
 
 Speaks POST /v1/chat/completions, GET /v1/models and GET /health. Answers are deterministic (see
-providers/sim_text.py), rate limits are token buckets (providers/sim_limits.py) and faults are drawn per
-request from a seeded RNG (providers/sim_faults.py). Design notes: docs/design/simulator.md.
+simulator/text.py), rate limits are token buckets (simulator/limits.py) and faults are drawn per
+request from a seeded RNG (simulator/faults.py). Design notes: docs/design/simulator.md.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ifsweep.providers.sim_config import FAULT_NAMES, FaultRates, SimConfig
-from ifsweep.providers.sim_faults import FaultPicker, apply_content_fault, error_body
-from ifsweep.providers.sim_limits import RateLimits, retry_after_headers
-from ifsweep.providers.sim_stats import SimStats
-from ifsweep.providers.sim_text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
+from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.limits import RateLimits, retry_after_headers
+from ifsweep.simulator.stats import SimStats
+from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
@@ -80,8 +81,15 @@ def _parse_request(raw: bytes) -> tuple[dict[str, Any], str, list[dict[str, Any]
 class Simulator:
     """The simulator server, run in the current event loop: `async with Simulator(cfg) as sim: ...`."""
 
-    def __init__(self, config: SimConfig = _DEFAULT_CONFIG, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        config: SimConfig = _DEFAULT_CONFIG,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        judges: Judges | None = None,
+    ) -> None:
         self._config = config
+        self._judges = Judges.registered() if judges is None else judges
         self._host = host
         self._requested_port = port
         self._port: int | None = None
@@ -280,7 +288,7 @@ class Simulator:
         canonical: bytes,
         fault: str | None,
     ) -> dict[str, Any]:
-        reply = answer(model, messages, max_tokens, self._config.seed)
+        reply = answer(model, messages, max_tokens, self._config.seed, self._judges)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         choice: dict[str, Any] = {
             "index": 0,
@@ -513,7 +521,7 @@ async def _serve_forever(config: SimConfig, host: str, port: int) -> None:
 
 
 def serve_main(argv: list[str] | None = None) -> int:
-    """`ifsweep serve-mock` / `python -m providers.simulator`: serve until SIGINT or SIGTERM."""
+    """`ifsweep serve-mock` / `python -m ifsweep.simulator`: serve until SIGINT or SIGTERM."""
     parser = _parser()
     args = parser.parse_args(argv)
     try:
@@ -526,7 +534,3 @@ def serve_main(argv: list[str] | None = None) -> int:
         print(f"serve-mock: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(serve_main())

@@ -1,4 +1,4 @@
-"""CFBench: CSR, ISR and PSR per instance, averaged over instances.
+"""CFBench's metrics, for the metrics engine: CSR, ISR and PSR per instance, averaged over instances.
 
 PSR follows the CFBench paper's priority rule: any unsatisfied primary requirement fails the instance;
 otherwise an instance without secondary requirements passes; otherwise, without primary requirements it
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ifsweep.metrics.components import FINAL_SCHEMA, Components, Leaf, point_estimates, split_slice
-from ifsweep.metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
+from ifsweep.metrics.components import FINAL_SCHEMA
 
 BENCHMARK = "cfbench"
 METRICS = ("CSR", "ISR", "PSR")
@@ -99,7 +99,7 @@ def _reference_finals(kept: pl.DataFrame) -> pl.DataFrame:
 
 
 def cfbench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the CFBench rows among `rows` (read into memory: see `materialized`)."""
+    """Statistics of the CFBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
     inst = _instances(rows)
     kept_frame = inst.filter(pl.col("kept"))
     kept = kept_frame.lazy()
@@ -111,6 +111,22 @@ def cfbench_components(rows: pl.DataFrame) -> Components:
     return Components(leaves, seen=inst.lazy(), finals=_reference_finals(kept_frame).lazy())
 
 
-def cfbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """CSR, ISR, PSR of CFBench rows: slices all and split=S; n = instances."""
-    return point_estimates(cfbench_components(materialized(rows, BENCHMARK)))
+def definition(display: str) -> BenchmarkMetrics:
+    """CSR, ISR, PSR: slices all and split=S; n = instances. Ranked by PSR."""
+    by_split = Chart(
+        kind="bars",
+        metrics=("ISR", "PSR"),
+        prefix="split=",
+        heading="CFBench: easy and hard",
+        note="Bars are point estimates, whiskers 95% intervals.",
+        title="CFBench {metric} by split",
+        file="cfbench_by_split.svg",
+    )
+    return BenchmarkMetrics(
+        name=BENCHMARK,
+        display=display,
+        headline=METRICS,
+        primary="PSR",
+        components=cfbench_components,
+        charts=(by_split,),
+    )

@@ -1,5 +1,5 @@
-"""EIFBench: per task, GAcc (every constraint met), ILAcc (share of sub-instructions whose constraints
-are all met) and CLAcc (share of constraints met), averaged over tasks.
+"""EIFBench's metrics, for the metrics engine: per task, GAcc (every constraint met), ILAcc (share of
+sub-instructions whose constraints are all met) and CLAcc (share of constraints met), averaged over tasks.
 
 Rows without an instruction_idx form one sub-instruction of their task.
 """
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from ifsweep.metrics.components import Components, Leaf, point_estimates, split_slice
-from ifsweep.metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
 
 BENCHMARK = "eifbench"
+METRICS = ("GAcc", "ILAcc", "CLAcc")
 
 
 def _tasks(rows: pl.DataFrame) -> pl.DataFrame:
@@ -41,17 +41,32 @@ def _tasks(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def eifbench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the EIFBench rows among `rows` (read into memory: see `materialized`)."""
+    """Statistics of the EIFBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
     task = _tasks(rows)
     kept = task.filter(pl.col("kept")).lazy()
     leaves = tuple(
         Leaf(kept, m, s, by, "instance", "instance_id", pl.col(m))
-        for m in ("GAcc", "ILAcc", "CLAcc")
+        for m in METRICS
         for s, by in ((pl.lit("all"), ()), (split_slice(), ("split",)))
     )
     return Components(leaves, seen=task.lazy())
 
 
-def eifbench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """GAcc, ILAcc, CLAcc of EIFBench rows: slices all and split=S; n = tasks."""
-    return point_estimates(eifbench_components(materialized(rows, BENCHMARK)))
+def definition(display: str) -> BenchmarkMetrics:
+    """GAcc, ILAcc, CLAcc: slices all and split=S (the scenarios); n = tasks. Ranked by GAcc."""
+    by_scenario = Chart(
+        kind="heatmap",
+        metrics=("GAcc",),
+        prefix="split=",
+        heading="EIFBench: GAcc by scenario",
+        title="EIFBench GAcc by scenario",
+        file="eifbench_by_scenario.svg",
+    )
+    return BenchmarkMetrics(
+        name=BENCHMARK,
+        display=display,
+        headline=METRICS,
+        primary="GAcc",
+        components=eifbench_components,
+        charts=(by_scenario,),
+    )

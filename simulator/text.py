@@ -1,4 +1,5 @@
-"""What the simulator says: deterministic filler answers, and replies shaped like each benchmark's judge.
+"""What the simulator says: deterministic filler answers, and the verdicts of a simulated judge (whose
+reply shapes come from the benchmarks: simulator/judges.py).
 
 Everything here is a pure function of the request (model, messages, max_tokens) and the seed, so a test
 can predict any answer and a resumed run sees the same text it would have seen the first time.
@@ -11,9 +12,12 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from ifsweep.simulator.judges import Judges
 
 QUALITY_MIN = 0.35
 QUALITY_MAX = 0.95
@@ -156,119 +160,12 @@ def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) 
     return quality_line + "\n" + "".join(parts)
 
 
-def answer(model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | None, seed: int) -> Reply:
-    """The simulator's reply to a chat request: a judge-shaped reply when the prompt is a known judge
-    prompt, else a filler answer; cut at max_tokens either way."""
-    text = judge_reply(messages, seed)
+def answer(
+    model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | None, seed: int, judges: Judges
+) -> Reply:
+    """The simulator's reply to a chat request: a judge-shaped reply when a registered benchmark knows
+    the prompt as its judge request, else a filler answer; cut at max_tokens either way."""
+    text = judges.reply(messages, seed)
     if text is None:
         text = filler_answer(model, messages, seed)
     return cut_to_tokens(text, max_tokens) if max_tokens is not None else Reply(text, "stop")
-
-
-# --- judge-shaped replies ------------------------------------------------------------------------------
-# Only short marker phrases of each benchmark's judge template are used (facts about the prompt shape);
-# the templates themselves live with the benchmarks, never here.
-
-_FB_COUNT_RE = re.compile(r"Python LIST with (\d+) elements?|包含(\d+)个元素")
-_FB_ANSWER_RE = re.compile(r"#(?:Answer of Initial Instruction[^#\n]*|初始指令 \+ \d+个约束的答案)#\n")
-_FB_SYSTEM_RE = re.compile(r"\n\n#(?:System|系统)#")
-_IFB_MARKER = "answer the ensuing Questions with either a YES or NO choice"
-_IFB_TEXT_START = 'Generated Text:\n"'
-_IFB_TEXT_END = '"\n\nQuestion:\n'
-_CFB_RESPONSE = "\n\n[模型答案]: "
-_CFB_CRITERIA = "[评估标准]: "
-_CFB_END = "\n\n[你的评估]: "
-_EIF_MARKERS = ("**子任务**", "**约束**", "答案：是/否")
-_EIF_RESPONSE = "- **模型回复**：\n"
-_EIF_SUBTASK = "\n- **子任务**：\n"
-_EIF_CONSTRAINT = "- **约束**:"
-
-
-def _between(text: str, start: str, end: str) -> str | None:
-    """The text after the first `start` and before the last `end` that follows it."""
-    a = text.find(start)
-    if a < 0:
-        return None
-    a += len(start)
-    b = text.rfind(end)
-    return text[a:b] if b >= a else None
-
-
-def _user_texts(messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    return [message_text(m) for m in messages if m.get("role") == "user"]
-
-
-def judge_reply(messages: Sequence[Mapping[str, Any]], seed: int) -> str | None:
-    """A reply in the shape the judge prompt asks for, or None when `messages` is not a judge prompt."""
-    users = _user_texts(messages)
-    if not users:
-        return None
-    last = users[-1]
-    if "#System#" in last or "#系统#" in last:
-        match = _FB_COUNT_RE.search(last)
-        if match:
-            return _followbench(last, int(match.group(1) or match.group(2)), seed)
-    if _IFB_MARKER in last or any(_IFB_MARKER in message_text(m) for m in messages):
-        return _infobench(messages, users, seed)
-    if _CFB_CRITERIA in last and _CFB_END in last and _CFB_RESPONSE in last:
-        return _cfbench(last, seed)
-    if all(marker in last for marker in _EIF_MARKERS):
-        return _eifbench(last, seed)
-    return None
-
-
-def _followbench(prompt: str, n: int, seed: int) -> str:
-    judged = prompt
-    header = _FB_ANSWER_RE.search(prompt)
-    ends = list(_FB_SYSTEM_RE.finditer(prompt))
-    if header is not None and ends and ends[-1].start() >= header.end():
-        judged = prompt[header.end() : ends[-1].start()]
-    q = read_quality(judged)
-    verdicts = ["YES" if decide(judged, str(i), seed, q) else "NO" for i in range(n)]
-    met = verdicts.count("YES")
-    return (
-        f"1) The answer was read against the {n} added constraint{'s' if n != 1 else ''}.\n"
-        f"2) It satisfies {met} of them.\n"
-        f"{verdicts!r}"
-    )
-
-
-def _infobench(messages: Sequence[Mapping[str, Any]], users: list[str], seed: int) -> str:
-    judged: str | None = None
-    for m in messages:
-        judged = _between(message_text(m), _IFB_TEXT_START, _IFB_TEXT_END)
-        if judged is not None:
-            break
-    judged = judged if judged is not None else users[0]
-    question_index = len(users) - 1
-    return "YES" if decide(judged, str(question_index), seed, read_quality(judged)) else "NO"
-
-
-def _cfbench(prompt: str, seed: int) -> str:
-    crit_at = prompt.rfind(_CFB_CRITERIA)
-    end = prompt.rfind(_CFB_END)
-    criteria = (
-        prompt[crit_at + len(_CFB_CRITERIA) : end]
-        if end > crit_at
-        else prompt[crit_at + len(_CFB_CRITERIA) :]
-    )
-    resp_at = prompt.find(_CFB_RESPONSE)
-    head = prompt[: prompt.rfind("\n\n" + _CFB_CRITERIA)]
-    judged = head[resp_at + len(_CFB_RESPONSE) :] if 0 <= resp_at < len(head) else prompt
-    q = read_quality(judged)
-    items = criteria.split("\n\n")
-    return "\n\n".join(
-        f"{item}\t{1 if decide(judged, str(i), seed, q) else 0}" for i, item in enumerate(items)
-    )
-
-
-def _eifbench(prompt: str, seed: int) -> str:
-    judged = _between(prompt, _EIF_RESPONSE, _EIF_SUBTASK)
-    judged = judged if judged is not None else prompt
-    at = prompt.rfind(_EIF_CONSTRAINT)
-    subtask_at = prompt.rfind(_EIF_SUBTASK)
-    # Each scoring question is its own call: the sub-task and question text are the decision key.
-    key = prompt[subtask_at:] if subtask_at >= 0 else prompt[at:]
-    if decide(judged, key, seed, read_quality(judged)):
-        return "分析：模型回复完成了子任务，并满足该约束。\n答案：是"
-    return "分析：模型回复没有完全满足该约束。\n答案：否"

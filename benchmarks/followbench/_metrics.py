@@ -1,4 +1,5 @@
-"""FollowBench: HSR and SSR per (category, level), averaged up to levels and overall; CSL per category.
+"""FollowBench's metrics, for the metrics engine: HSR and SSR per (category, level), averaged up to levels
+and overall; CSL per category.
 
 Definitions follow the FollowBench paper: an instance is a hard success when every added constraint is
 satisfied (HSR) and scores the fraction satisfied (SSR). "level=L" is the unweighted mean over the
@@ -9,14 +10,13 @@ successes.
 
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 
-from ifsweep.metrics.components import Components, Leaf, point_estimates
-from ifsweep.metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.benchmarks.followbench._load import LANGUAGES, report_name
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance
 
-BENCHMARK = "followbench"
-# Each language reports as a benchmark of its own: "followbench" (English) and "followbench-zh".
-LANGUAGE_BENCHMARKS: tuple[str, ...] = ("followbench", "followbench-zh")
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
@@ -95,9 +95,9 @@ def _parents(kept: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat(parents)
 
 
-def followbench_components(rows: pl.DataFrame, benchmark: str = BENCHMARK) -> Components:
+def followbench_components(rows: pl.DataFrame, benchmark: str) -> Components:
     """Statistics of the rows of `benchmark` (one FollowBench language) among `rows` (read into memory:
-    see `materialized`)."""
+    see `metrics.instances.materialized`)."""
     inst = _instances(rows, benchmark)
     kept = inst.filter(pl.col("kept")).lazy()
     groups = _groups(inst).lazy()
@@ -119,6 +119,30 @@ def followbench_components(rows: pl.DataFrame, benchmark: str = BENCHMARK) -> Co
     return Components(tuple(leaves), _parents(kept, groups), inst.lazy())
 
 
-def followbench_metrics(rows: pl.LazyFrame | pl.DataFrame, benchmark: str = BENCHMARK) -> pl.DataFrame:
-    """HSR, SSR and CSL of one FollowBench language's rows (other benchmarks' rows are ignored)."""
-    return point_estimates(followbench_components(materialized(rows, benchmark), benchmark))
+_BY_LEVEL = Chart(
+    kind="line",
+    metrics=("HSR",),
+    prefix="level=",
+    heading="FollowBench: hard satisfaction by level",
+    note="Hover a line to single out a model.",
+    title="FollowBench HSR by level",
+    file="followbench_hsr_by_level.svg",
+)
+
+
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
+    """One entry per language: each reports as a benchmark of its own ("followbench" for English,
+    "followbench-zh"), scored alike and never averaged together (the languages share instance ids)."""
+    return tuple(
+        BenchmarkMetrics(
+            name=report_name(language),
+            display=display if language == "en" else f"{display} ({language})",
+            headline=("HSR", "SSR", "CSL"),
+            primary="HSR",
+            components=functools.partial(followbench_components, benchmark=report_name(language)),
+            required=("group_id", "level", "category"),
+            levels=frozenset({"CSL"}),
+            charts=(_BY_LEVEL,) if language == "en" else (),
+        )
+        for language in LANGUAGES
+    )

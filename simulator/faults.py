@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ifsweep.providers.sim_config import FaultRates
-from ifsweep.providers.sim_text import REFUSAL_TEXT, count_tokens, cut_to_tokens
+from ifsweep.simulator.config import FaultRates
+from ifsweep.simulator.text import REFUSAL_TEXT, count_tokens, cut_to_tokens
 
 
 class FaultPicker:

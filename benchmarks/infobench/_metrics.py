@@ -1,4 +1,5 @@
-"""InFoBench DRFR: satisfied decomposed questions / all questions (a micro average over rows).
+"""InFoBench's metric, for the metrics engine: DRFR, satisfied decomposed questions / all questions (a
+micro average over rows).
 
 A row whose constraint_type holds several labels joined by "|" counts under each distinct label.
 """
@@ -7,8 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ifsweep.metrics.components import Components, Leaf, point_estimates, split_slice
-from ifsweep.metrics.instances import kept_expr, materialized, per_instance
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
 
 BENCHMARK = "infobench"
 _KEY = ["benchmark", "model", "instance_id"]
@@ -31,7 +31,7 @@ def _labels(by_type: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def infobench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the InFoBench rows among `rows` (read into memory: see `materialized`)."""
+    """Statistics of the InFoBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
     # Counting per (instance, type string) first means labels are split on the distinct type strings
     # (a few thousand), not on every row.
     by_type = per_instance(
@@ -72,6 +72,21 @@ def infobench_components(rows: pl.DataFrame) -> Components:
     return Components(leaves, seen=inst.lazy())
 
 
-def infobench_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    """DRFR of InFoBench rows: slices all, split=S, constraint_type=T; n = rows."""
-    return point_estimates(infobench_components(materialized(rows, BENCHMARK)))
+def definition(display: str) -> BenchmarkMetrics:
+    """DRFR: slices all, split=S, constraint_type=T; n = rows."""
+    by_type = Chart(
+        kind="heatmap",
+        metrics=("DRFR",),
+        prefix="constraint_type=",
+        heading="InFoBench: DRFR by constraint type",
+        title="InFoBench DRFR by constraint type",
+        file="infobench_by_type.svg",
+    )
+    return BenchmarkMetrics(
+        name=BENCHMARK,
+        display=display,
+        headline=("DRFR",),
+        primary="DRFR",
+        components=infobench_components,
+        charts=(by_type,),
+    )
