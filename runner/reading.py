@@ -21,7 +21,14 @@ class SweepPlan:
     shapes: Mapping[str, BenchShape]
     workers: Mapping[str, int]  # per model label: pairs it may have in flight
     slots: int | None  # the sweep's cap on calls in flight
-    judge: str | None  # the judge's label
+    # The first judge's label: the ETA's walk models the panel as this one endpoint carrying every
+    # judge's calls (docs/design/judges.md).
+    judge: str | None
+    judges: tuple[str, ...] = ()  # every judge of the panel, in config order
+
+    @property
+    def panel(self) -> tuple[str, ...]:
+        return self.judges or ((self.judge,) if self.judge is not None else ())
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -30,6 +37,7 @@ class SweepPlan:
             "workers": dict(self.workers),
             "slots": self.slots,
             "judge": self.judge,
+            "judges": list(self.panel),
         }
 
     @classmethod
@@ -46,12 +54,16 @@ class SweepPlan:
             raise ValueError(f"{where}.slots: expected an integer or null")
         if judge is not None and not isinstance(judge, str):
             raise ValueError(f"{where}.judge: expected a label or null")
+        judges = obj.get("judges", [judge] if judge is not None else [])
+        if not isinstance(judges, list) or not all(isinstance(j, str) for j in judges):
+            raise ValueError(f"{where}.judges: expected a list of labels")
         return cls(
             tuple(order),
             {b: BenchShape.from_json(f"{where}.shapes.{b}", s) for b, s in shapes.items()},
             workers,
             slots,
             judge,
+            tuple(judges),
         )
 
 
@@ -119,6 +131,8 @@ class Reading:
     pair_errors: int
     waits: Mapping[str, str] = field(default_factory=dict)  # a back-off in words, by label
     state: str = "running"
+    # Calls made by each judge of a panel (by label); with one judge its calls are the tallies' own.
+    judge_calls: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def judge(self) -> str | None:
@@ -160,7 +174,11 @@ class Reading:
         made: dict[str, int] = {}
         for (model, _b), t in self.tallies.items():
             made[model] = made.get(model, 0) + t.gen_calls
-        if self.judge is not None:
+        panel = self.plan.panel if self.plan is not None else ()
+        if len(panel) > 1:
+            for label in panel:
+                made[label] = self.judge_calls.get(label, 0)
+        elif self.judge is not None:
             made[self.judge] = sum(t.judge_calls for t in self.tallies.values())
         return made
 
@@ -176,6 +194,11 @@ def make_board(reading: Reading, lanes: list[Lane], seen: Outlook) -> Board:
     """The board of a reading, at the outlook `seen` (from `reading.outlook`, perhaps cached)."""
     made = reading.made()
     left = calls_left(lanes, reading.judge) if reading.plan is not None else None
+    panel = reading.plan.panel if reading.plan is not None else ()
+    if left is not None and len(panel) > 1 and reading.judge in left:
+        # The walk carries the whole panel's calls on the first judge; each judge makes its share.
+        share = left.pop(reading.judge) / len(panel)
+        left.update(dict.fromkeys(panel, share))
     rows = [_row(reading, label, n, left, seen) for label, n in made.items()]
     calls = sum(made.values())
     totals = Totals(
@@ -201,7 +224,7 @@ def _row(
     pace = reading.pace.get(label, Pace())
     return EndpointRow(
         label=label,
-        role="judge" if label == reading.judge else "model",
+        role="judge" if label == reading.judge or (reading.plan and label in reading.plan.panel) else "model",
         calls=calls,
         calls_expected=None if left is None else calls + left.get(label, 0.0),
         calls_per_min=pace.calls_per_min,

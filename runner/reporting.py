@@ -126,9 +126,23 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
+    if report.judges:
+        lines += ["", *_judge_lines(report)]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
     return "\n".join(lines)
+
+
+def _judge_lines(report: StatusReport) -> list[str]:
+    """Per judge: the pairs it has judged (a verdict of its own each), its calls and its spend."""
+    head = f"{'judge':24s} {'planned':>8s} {'judged':>8s} {'errors':>7s} {'calls':>8s} {'spent $':>10s}"
+    lines = [head, "-" * len(head)]
+    for j in report.judges:
+        lines.append(
+            f"{str(j['judge'])[:24]:24s} {_opt(j['planned']):>8s} {j['done']:8d} {j['errors']:7d} "
+            f"{j['calls']:8d} {float(j['spent_usd']):10.4f}"
+        )
+    return lines
 
 
 def _partition_lines(report: StatusReport) -> list[str]:

@@ -8,7 +8,7 @@ constraints its benchmark leaves unscored) do not account for every constraint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +44,7 @@ class Planned:
     model: str
     benchmark: str  # the table's report name
     instance: Instance
+    judge: str | None = None  # whose verdict (None: a sweep without judges)
 
 
 def planned(
@@ -52,10 +53,12 @@ def planned(
     job: BenchJob,
     inst: Instance,
     unscored: frozenset[int] = frozenset(),
-) -> Planned:
+) -> Iterator[Planned]:
+    """The verdicts one pair must end with: one per judge of the panel."""
     gen_key = pipeline.generation_key(spec, inst)
-    key = pipeline.verdict_key(gen_key, spec, job, inst, unscored)
-    return Planned(key, spec.label, job.cfg.label, inst)
+    for judge in pipeline.panel():
+        key = pipeline.verdict_key(gen_key, spec, job, inst, unscored, judge)
+        yield Planned(key, spec.label, job.cfg.label, inst, judge.spec.label if judge is not None else None)
 
 
 def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> None:
@@ -83,7 +86,8 @@ def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> N
 
 
 def _who(p: Planned) -> str:
-    return f"{p.model} / {p.benchmark} / {p.instance.instance_id}"
+    judge = f" (judge {p.judge})" if p.judge is not None else ""
+    return f"{p.model} / {p.benchmark} / {p.instance.instance_id}{judge}"
 
 
 def _shared_keys(raw: bytearray) -> set[str]:
@@ -100,7 +104,7 @@ def _record_problem(store: RunStore, p: Planned) -> str | None:
     if rec is None:
         return "no verdict record"
     found = (rec.get("model"), rec.get("benchmark"), rec.get("instance_id"))
-    if found != (p.model, p.benchmark, p.instance.instance_id):
+    if found != (p.model, p.benchmark, p.instance.instance_id) or rec.get("judge") != p.judge:
         return f"its verdict key holds the record of {found}"
     if rec.get("status") == "error":
         return None  # error rows are what coverage counts; a resume retries them

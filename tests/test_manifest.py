@@ -37,6 +37,9 @@ def manifest(**changes: object) -> Manifest:
         budget_usd=10.0,
         limits={"concurrency": 64},
     )
+    if "judge" in changes and "judges" not in changes:  # the one judge, under the id [judge] gives it
+        judge = changes["judge"]
+        changes |= {"judges": {} if judge is None else {"judge": judge}, "judge_order": ("judge",)}
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -104,11 +107,16 @@ def test_incompatible_changes_each_named() -> None:
     assert "benchmark 'infobench': data changed" in text
     assert "benchmark 'infobench': scoring changed from 'reference' to 'paper'" in text
     assert "model 'small': params changed: temperature 0.0 -> 0.7" in text
-    assert "judge changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
+    assert (
+        "judge 'judge': provider model changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
+    )
     assert "budget lowered" in text
     assert len(result.problems) == 7
     assert "new run" in result.message() and "output_dir" in result.message()
-    assert not compare(old, manifest(judge=None)).ok
+    # A judge may leave the panel (its verdicts stay, apart) or join it: neither mixes anything.
+    assert compare(old, manifest(judge=None)).ok
+    added = manifest(judges={"judge": old.judges["judge"], "cheap": ModelEntry("openai/gpt-4o-mini")})
+    assert compare(old, added).ok
 
 
 def test_bad_manifest_files_name_file_and_field(tmp_path: Path) -> None:
@@ -147,7 +155,7 @@ def test_a_changed_endpoint_is_refused() -> None:
     judge_old = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://a:8000/v1")))
     judge_new = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://b:8000/v1")))
     assert compare(judge_old, judge_new).problems == [
-        "judge endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
+        "judge 'judge': endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
     ]
 
 
