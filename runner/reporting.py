@@ -13,7 +13,7 @@ from ifsweep.runner.errors import UsageError
 if TYPE_CHECKING:
     import polars as pl
 
-    from ifsweep.metrics import Catalog
+    from ifsweep.metrics import Agreement, Catalog
     from ifsweep.runner.status import StatusReport
 
 
@@ -47,14 +47,42 @@ def require_run_dir(run_dir: Path) -> None:
         raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
 
 
-def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None) -> str:
+def panel_of(run_dir: Path) -> tuple[str, ...]:
+    """The judges the run's config names, in order (the manifest's); () when it names none."""
+    from ifsweep.runner.manifest import read_manifest
+
+    manifest = read_manifest(run_dir)
+    return manifest.judge_order if manifest is not None else ()
+
+
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
+    """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
+    judge) and the judges they hold; UsageError for a judge the run has no verdicts of."""
     from ifsweep import metrics
-    from ifsweep.runner.compact import load_call_records, load_verdict_rows
+    from ifsweep.runner.compact import load_verdict_rows
 
     require_run_dir(run_dir)
     rows = load_verdict_rows(run_dir)
     if rows.height == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
+    try:
+        chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
+    except ValueError as e:
+        raise UsageError(f"{run_dir}: {e}") from None
+    return chosen.collect(), judges
+
+
+def report(
+    run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None, judge: str | None = None
+) -> str:
+    """The report of one judge's verdicts (`judge`: an id, "majority", or None for the first configured
+    judge), or with "all" every judge's figures apart (table, json and csv)."""
+    from ifsweep import metrics
+    from ifsweep.runner.compact import load_call_records
+
+    if judge == "all" and fmt in ("md", "html"):
+        raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
+    rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
@@ -63,7 +91,10 @@ def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
-            text = metrics.render_html(table, catalog, analytics, _paired_primary(rows, catalog))
+            panel = _panel_section(run_dir, catalog)
+            text = metrics.render_html(
+                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+            )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
@@ -71,13 +102,31 @@ def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None
 
 
 def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
+    import polars as pl
+
     from ifsweep import metrics
 
     if fmt == "json":
         return metrics.render_json(table)
     if fmt == "csv":
         return metrics.render_csv(table)
-    return metrics.render_table(table, catalog)
+    judges = table.get_column("judge").unique(maintain_order=True).to_list() if table.height else []
+    if len(judges) <= 1:
+        return metrics.render_table(table, catalog)
+    # Every judge's leaderboards apart, one after another, each under its judge's name.
+    parts = []
+    for j in judges:
+        mine = table.filter(pl.col("judge").is_null() if j is None else pl.col("judge") == j)
+        parts.append(f"judge: {j if j is not None else '(none)'}\n{metrics.render_table(mine, catalog)}")
+    return "\n\n".join(parts)
+
+
+def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
+    """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
+    from ifsweep.runner.agreement import run_agreement
+
+    found = run_agreement(run_dir, resamples=200)
+    return found if len(found.judges) > 1 else None
 
 
 def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
