@@ -231,7 +231,8 @@ def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
     for s in panel.stats:
         if s.constraint_type != "all" or len(s.judges) == 2:
             continue
-        ci = fmt_interval(s.ci_low, s.ci_high) if s.ci_low is not None else ""
+        # Agreement is a coefficient, not a share: three decimals, not points.
+        ci = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None and s.ci_high is not None else ""
         value = "–" if s.value is None else f"{s.value:.3f}"
         rows.append(
             "<tr>"

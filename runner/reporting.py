@@ -175,7 +175,7 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
-    if report.judges:
+    if len(report.judges) > 1:  # a panel: each judge's progress (one judge is the board's judge row)
         lines += ["", *_judge_lines(report)]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]

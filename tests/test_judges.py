@@ -378,3 +378,37 @@ def test_cli_report_judge_and_agreement(
     assert main(["status", str(out)]) == 0
     status = capsys.readouterr().out
     assert "judged" in status and "j0" in status and "j1" in status
+
+
+def test_plan_and_budget_cap_per_judge(sim: SimulatorThread, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cap = 0.004
+    judges = [("j0", "sim-judge"), ("pricey", "sim-judge-flip0.2")]
+    cfg = config(out, sim.base_url, judges, pricey={"max_usd": cap, "params": {"max_tokens": 64}})
+    rows = ifsweep.plan(cfg)
+    for r in rows:
+        assert [s.judge for s in r.judges] == ["j0", "pricey"]
+        assert r.judge_calls == sum(s.calls for s in r.judges) and r.judges[0].calls == r.judges[1].calls
+        assert r.judges[1].cost_high is not None and r.judges[1].cost_high < (r.judges[0].cost_high or 0)
+    from ifsweep.runner.planning import render_estimate
+
+    text = render_estimate(rows)
+    assert text.splitlines()[-2].split()[0] == "j0" and text.splitlines()[-1].split()[0] == "pricey"
+
+    result = ifsweep.run(cfg)
+    # The pricey judge stops at its own cap; the other judge and the models go on to the end.
+    assert result.status == "budget_exhausted" and "judge pricey" in result.message, result.message
+    pairs = len(MODELS) * len(BENCHES) * LIMIT
+    by_judge = defaultdict(int)
+    for rec in stored_records(out, {"verdict"}):
+        by_judge[rec["judge"]] += 1
+    assert by_judge["j0"] == pairs and 0 < by_judge["pricey"] < pairs
+    summary = json.loads((out / "summary.json").read_text())
+    mine = {j["judge"]: j for j in summary["by_judge"]}
+    assert mine["j0"]["done"] == pairs and mine["pricey"]["done"] == by_judge["pricey"]
+    assert 0 < mine["pricey"]["spent_usd"] <= cap
+    # A higher cap resumes only the pricey judge's missing verdicts: no generation is bought again.
+    sim.stats.reset()
+    cfg["judges"][1]["max_usd"] = 10.0
+    assert ifsweep.run(cfg).status == "complete"
+    assert set(sim.stats.by_model) == {"sim-judge-flip0.2"}
