@@ -63,7 +63,12 @@ def by_judge(frame: pl.DataFrame, compute: Callable[[pl.DataFrame], pl.DataFrame
     judges = frame.get_column("judge").unique().sort(nulls_last=False).to_list()
     parts = []
     for judge in judges or [None]:
-        mine = frame.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
+        # One judge (the usual run): its rows are the frame, with no copy.
+        mine = (
+            frame
+            if len(judges) <= 1
+            else frame.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
+        )
         parts.append(compute(mine).with_columns(pl.lit(judge, pl.String).alias("judge")))
     out = pl.concat(parts)
     cols = [*RESULT_KEY, *(c for c in out.columns if c not in RESULT_KEY)]

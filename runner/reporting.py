@@ -87,7 +87,7 @@ def report(
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
     else:
-        analytics = metrics.analytics(load_call_records(run_dir), table)
+        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
@@ -99,6 +99,23 @@ def report(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
+
+
+def _calls_of(calls: pl.DataFrame, judges: list[str | None], run_dir: Path) -> pl.DataFrame:
+    """The generations, and the judgments of the judges whose figures the report shows (the majority's:
+    the panel's), so its spend and unparsed rates are theirs."""
+    import polars as pl
+
+    from ifsweep import metrics
+
+    if judges == [metrics.MAJORITY]:
+        named = [j for j in metrics.judges_in(calls.filter(pl.col("kind") == "judgment")) if j is not None]
+        shown = [j for j in panel_of(run_dir) if j in named] or named
+    else:
+        shown = [j for j in judges if j is not None]
+    if not shown:
+        return calls
+    return calls.filter((pl.col("kind") == "generation") | pl.col("judge").is_in(shown))
 
 
 def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:

@@ -52,7 +52,7 @@ from ifsweep.runner.scheduler import (
 from ifsweep.runner.shards import DiskFullError
 from ifsweep.runner.spooled import SpooledInstances
 from ifsweep.runner.status import summary_name
-from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned
+from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
 from ifsweep.runner.workload import bench_shapes
 
 SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
@@ -296,7 +296,7 @@ async def run_sweep(
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
     for spec, job, inst in all_pairs(work, cfg.models, keep):
-        yield from planned(pipeline, spec, job, inst)
+        yield from planned_verdicts(pipeline, spec, job, inst)
 
 
 class IncompatibleRun(ValueError):

@@ -8,17 +8,17 @@ constraints its benchmark leaves unscored) do not account for every constraint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.runner.pipeline import BenchJob, Pipeline
+from ifsweep.runner.pipeline import BenchJob, Pipeline, SupportsComplete
 from ifsweep.runner.shards import RunStore
 
-__all__ = ["IncompleteVerdicts", "Planned", "check_verdicts", "planned"]
+__all__ = ["IncompleteVerdicts", "Planned", "check_verdicts", "planned", "planned_verdicts"]
 
 _SHOWN = 5  # problems spelled out in the message; the rest are counted
 
@@ -53,12 +53,24 @@ def planned(
     job: BenchJob,
     inst: Instance,
     unscored: frozenset[int] = frozenset(),
-) -> Iterator[Planned]:
-    """The verdicts one pair must end with: one per judge of the panel."""
+    judge: SupportsComplete | None = None,
+) -> Planned:
+    """The verdict of `judge` (default: the pipeline's first judge, or none) the pair must end with."""
+    judge = judge if judge is not None else pipeline.panel()[0]
     gen_key = pipeline.generation_key(spec, inst)
-    for judge in pipeline.panel():
-        key = pipeline.verdict_key(gen_key, spec, job, inst, unscored, judge)
-        yield Planned(key, spec.label, job.cfg.label, inst, judge.spec.label if judge is not None else None)
+    key = pipeline.verdict_key(gen_key, spec, job, inst, unscored, judge)
+    return Planned(key, spec.label, job.cfg.label, inst, judge.spec.label if judge is not None else None)
+
+
+def planned_verdicts(
+    pipeline: Pipeline,
+    spec: EndpointSpec,
+    job: BenchJob,
+    inst: Instance,
+    unscored: frozenset[int] = frozenset(),
+) -> list[Planned]:
+    """Every verdict one pair must end with: one per judge of the panel."""
+    return [planned(pipeline, spec, job, inst, unscored, judge) for judge in pipeline.panel()]
 
 
 def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> None:

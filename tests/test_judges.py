@@ -412,3 +412,26 @@ def test_plan_and_budget_cap_per_judge(sim: SimulatorThread, tmp_path: Path) -> 
     cfg["judges"][1]["max_usd"] = 10.0
     assert ifsweep.run(cfg).status == "complete"
     assert set(sim.stats.by_model) == {"sim-judge-flip0.2"}
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "words"),
+    [
+        (lambda c: c | {"judge": c["judges"][0]}, "judges", "not both"),
+        (lambda c: c | {"judges": [c["judges"][0], c["judges"][0]]}, "judges[1].id", "duplicate judge id"),
+        (
+            lambda c: c | {"judges": [{k: v for k, v in c["judges"][0].items() if k != "id"}]},
+            "judges[0].id",
+            "missing",
+        ),
+        (lambda c: c | {"judges": [c["judges"][0] | {"id": "majority"}]}, "judges[0].id", "reserved"),
+        (lambda c: c | {"judges": [c["judges"][0] | {"id": "a"}]}, "judges[0].id", "also a model id"),
+        (lambda c: c | {"judges": c["judges"][0]}, "judges", "write [[judges]]"),
+        (lambda c: c | {"judges": [c["judges"][0] | {"max_usd": -1}]}, "judges[0].max_usd", "positive"),
+    ],
+)
+def test_judges_config_mistakes_name_the_key(tmp_path: Path, change: Any, key: str, words: str) -> None:
+    cfg = change(config(tmp_path / "run", "http://127.0.0.1:9/v1", [("j0", "sim-judge")]))
+    with pytest.raises(ifsweep.ConfigError) as err:
+        ifsweep.plan(cfg)
+    assert err.value.key == key and words in str(err.value), str(err.value)
