@@ -254,8 +254,11 @@ class Pipeline:
                 # dispatching, not a failure: hand it on unwrapped, as a single call would.
                 exhausted = _budget_only(group)
                 if exhausted is not None and exhausted.scope == label:
-                    # This judge's own cap: it stops, the rest of the panel and the models go on.
+                    # This judge's own cap: it stops, the rest of the panel and the models go on;
+                    # with no judge left, the sweep stops (answers nobody can judge are not bought).
                     self.exhausted_judges.add(label)
+                    if all(j.spec.label in self.exhausted_judges for j in self.judges):
+                        raise exhausted from None
                     return "skipped"
                 raise exhausted or group from None
             for r in results:

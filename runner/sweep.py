@@ -253,6 +253,10 @@ async def run_sweep(
                 status, message = "failed", _describe(e)
         if stop.reason is not None:
             status = stop.reason
+            if status == "budget_exhausted" and pipeline.exhausted_judges and not message:
+                message = "budget reached for " + ", ".join(
+                    f"judge {j}" for j in sorted(pipeline.exhausted_judges)
+                )
         elif (stop.exhausted_models or pipeline.exhausted_judges) and status == "complete":
             status = "budget_exhausted"
             message = "budget reached for " + ", ".join(

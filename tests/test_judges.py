@@ -435,3 +435,15 @@ def test_judges_config_mistakes_name_the_key(tmp_path: Path, change: Any, key: s
     with pytest.raises(ifsweep.ConfigError) as err:
         ifsweep.plan(cfg)
     assert err.value.key == key and words in str(err.value), str(err.value)
+
+
+def test_the_last_judge_out_of_budget_stops_the_sweep(sim: SimulatorThread, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cfg = config(
+        out, sim.base_url, [("j0", "sim-judge")], j0={"max_usd": 0.002, "params": {"max_tokens": 64}}
+    )
+    result = ifsweep.run(cfg)
+    assert result.status == "budget_exhausted" and "judge j0" in result.message, result
+    # No judge is left to judge them: the models stop instead of buying answers nobody can judge now.
+    pairs = len(MODELS) * len(BENCHES) * LIMIT
+    assert len(stored_records(out, {"generation"})) < pairs
