@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
@@ -172,14 +172,6 @@ def _instance_codes(part: pl.DataFrame) -> tuple[npt.NDArray[np.int64], int]:
     return arr, int(arr.max()) + 1 if arr.size else 0
 
 
-def _per_instance(inst: npt.NDArray[np.int64], n: int, cols: Sequence[FloatArray]) -> FloatArray:
-    """Per-instance sums of each per-unit column: an (instances x columns) matrix."""
-    out = np.zeros((n, len(cols)))
-    for c, col in enumerate(cols):
-        np.add.at(out[:, c], inst, col)
-    return out
-
-
 def _cohen(s: FloatArray) -> FloatArray:
     """kappa from summed (n11, n10, n01, n00) columns; NaN where undefined."""
     n11, n10, n01, n00 = s[..., 0], s[..., 1], s[..., 2], s[..., 3]
@@ -225,38 +217,37 @@ def _finite(v: float) -> float | None:
     return None if not math.isfinite(v) else float(v)
 
 
-def _with_interval(
-    sums: FloatArray,
-    stat: Callable[[FloatArray], FloatArray],
-    weights: FloatArray | None,
-    confidence: float,
-) -> tuple[float | None, float | None, float | None]:
-    value = _finite(float(stat(sums.sum(axis=0))))
-    if weights is None or value is None:
-        return value, None, None
-    draws = stat(weights @ sums)
-    draws = draws[np.isfinite(draws)]
-    if draws.size == 0:
-        return value, None, None
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(draws, [tail, 1.0 - tail])
-    return value, float(low), float(high)
+@dataclass(slots=True)
+class _Pending:
+    """One statistic of one benchmark waiting for its bootstrap: its per-instance sums."""
 
-
-@dataclass(frozen=True, slots=True)
-class _Adder:
-    """Appends the statistics of one (benchmark, constraint type) group to `out`."""
-
-    out: list[AgreementStat]
     benchmark: str
     constraint_type: str
+    statistic: str
+    judges: tuple[str, ...]
+    sums: FloatArray  # instances x columns
+    f: Callable[[FloatArray], FloatArray]
+    units: int
+    instances: int
+    draws: list[FloatArray] = field(default_factory=list)
+
+
+BLOCK = 100  # resamples drawn at once: their weights are BLOCK x instances floats
+
+
+@dataclass(slots=True)
+class _Benchmark:
+    """The statistics of one benchmark, all bootstrapped over the same resamples of its instances (a
+    constraint type's statistics too: its units are those of the resampled instances)."""
+
+    benchmark: str
     inst: npt.NDArray[np.int64]  # each unit's instance code
     n_inst: int
-    weights: FloatArray | None  # bootstrap multinomial counts (resamples x instances)
-    confidence: float
+    pending: list[_Pending] = field(default_factory=list)
 
-    def __call__(
+    def add(
         self,
+        constraint_type: str,
         statistic: str,
         who: tuple[str, ...],
         mask: npt.NDArray[np.bool_],
@@ -264,23 +255,56 @@ class _Adder:
         f: Callable[[FloatArray], FloatArray],
     ) -> None:
         m = mask.astype(np.float64)
-        sums = _per_instance(self.inst, self.n_inst, [np.nan_to_num(c) * m for c in cols])
-        used = np.zeros(self.n_inst, dtype=bool)
-        np.logical_or.at(used, self.inst, mask)
-        value, low, high = _with_interval(sums, f, self.weights, self.confidence)
-        self.out.append(
-            AgreementStat(
-                self.benchmark,
-                self.constraint_type,
-                statistic,
-                who,
-                value,
-                low,
-                high,
-                int(mask.sum()),
-                int(used.sum()),
+        sums = np.stack(
+            [np.bincount(self.inst, weights=np.nan_to_num(c) * m, minlength=self.n_inst) for c in cols],
+            axis=1,
+        ).astype(np.float64)
+        used = np.bincount(self.inst, weights=m, minlength=self.n_inst) > 0
+        self.pending.append(
+            _Pending(
+                self.benchmark, constraint_type, statistic, who, sums, f, int(mask.sum()), int(used.sum())
             )
         )
+
+    def finish(self, rng: np.random.Generator, resamples: int, confidence: float) -> list[AgreementStat]:
+        n = self.n_inst
+        done = 0
+        # Every statistic's sums side by side: one matrix product per block of resamples reads the
+        # weights once (a product per statistic took four times as long).
+        whole = np.hstack([p.sums for p in self.pending]) if self.pending else np.zeros((n, 0))
+        edges = np.cumsum([0, *(p.sums.shape[1] for p in self.pending)])
+        while n > 0 and done < resamples and self.pending:
+            size = min(BLOCK, resamples - done)
+            picks = rng.integers(0, n, size=(size, n))
+            weights = np.stack([np.bincount(row, minlength=n) for row in picks]).astype(np.float64)
+            summed = weights @ whole
+            for i, p in enumerate(self.pending):
+                p.draws.append(p.f(summed[:, edges[i] : edges[i + 1]]))
+            done += size
+        tail = (1.0 - confidence) / 2.0
+        out = []
+        for p in self.pending:
+            value = _finite(float(p.f(p.sums.sum(axis=0))))
+            low = high = None
+            if value is not None and p.draws:
+                draws = np.concatenate(p.draws)
+                draws = draws[np.isfinite(draws)]
+                if draws.size:
+                    low, high = (float(q) for q in np.quantile(draws, [tail, 1.0 - tail]))
+            out.append(
+                AgreementStat(
+                    p.benchmark,
+                    p.constraint_type,
+                    p.statistic,
+                    p.judges,
+                    value,
+                    low,
+                    high,
+                    p.units,
+                    p.instances,
+                )
+            )
+        return out
 
 
 def agreement_stats(
@@ -301,44 +325,41 @@ def agreement_stats(
     wide = _units(rows, judges)
     rng = np.random.default_rng(seed)
     out: list[AgreementStat] = []
-    groups: list[tuple[str, str, pl.DataFrame]] = []
-    for (bench,), part in sorted(wide.partition_by(["benchmark"], as_dict=True).items()):
-        groups.append((str(bench), ALL_TYPES, part))
-        for (ctype,), sub in sorted(part.partition_by(["constraint_type"], as_dict=True).items()):
-            groups.append((str(bench), str(ctype), sub))
     k = len(judges)
-    for bench, ctype, part in groups:
+    for (bench,), part in sorted(wide.partition_by(["benchmark"], as_dict=True).items()):
         inst, n_inst = _instance_codes(part)
-        weights = None
-        if resamples > 0 and n_inst > 0:
-            weights = rng.multinomial(n_inst, np.full(n_inst, 1.0 / n_inst), size=resamples).astype(
-                np.float64
-            )
+        b = _Benchmark(str(bench), inst, n_inst)
         vals = {j: part.get_column(j).to_numpy(allow_copy=True).astype(np.float64) for j in judges}
         rated = {j: ~np.isnan(v) for j, v in vals.items()}
-
-        add = _Adder(out, bench, ctype, inst, n_inst, weights, confidence)
-
-        for a, b in combinations(judges, 2):
-            both = rated[a] & rated[b]
-            va, vb = vals[a], vals[b]
-            same = (va == vb).astype(np.float64)
-            add("raw", (a, b), both, [same, np.ones_like(va)], _raw)
-            cells = [va * vb, va * (1 - vb), (1 - va) * vb, (1 - va) * (1 - vb)]
-            add("cohen_kappa", (a, b), both, cells, _cohen)
-        every = np.logical_and.reduce([rated[j] for j in judges])
         yes = np.nansum(np.stack([vals[j] for j in judges]), axis=0)
-        if k > 2:
-            alike = ((yes == 0) | (yes == k)).astype(np.float64)
-            add("raw", tuple(judges), every, [alike, np.ones_like(yes)], _raw)
-            p_i = (yes * (yes - 1) + (k - yes) * (k - yes - 1)) / (k * (k - 1))
-            add("fleiss_kappa", tuple(judges), every, [p_i, np.ones_like(yes), yes], _fleiss(k))
+        every = np.logical_and.reduce([rated[j] for j in judges])
         m = np.sum(np.stack([rated[j] for j in judges]), axis=0).astype(np.float64)
         no = m - yes
-        pairable = m >= 2
         with np.errstate(divide="ignore", invalid="ignore"):
             coincide = [no * (no - 1) / (m - 1), yes * no / (m - 1), yes * (yes - 1) / (m - 1)]
-        add("krippendorff_alpha", tuple(judges), pairable, coincide, _alpha)
+        types = part.get_column("constraint_type").to_numpy()
+        for ctype in [ALL_TYPES, *sorted(set(types.tolist()))]:
+            group = np.ones(len(types), dtype=bool) if ctype == ALL_TYPES else types == ctype
+            for a, c in combinations(judges, 2):
+                both = rated[a] & rated[c] & group
+                va, vc = vals[a], vals[c]
+                b.add(ctype, "raw", (a, c), both, [(va == vc).astype(np.float64), np.ones_like(va)], _raw)
+                cells = [va * vc, va * (1 - vc), (1 - va) * vc, (1 - va) * (1 - vc)]
+                b.add(ctype, "cohen_kappa", (a, c), both, cells, _cohen)
+            if k > 2:
+                alike = ((yes == 0) | (yes == k)).astype(np.float64)
+                b.add(ctype, "raw", tuple(judges), every & group, [alike, np.ones_like(yes)], _raw)
+                p_i = (yes * (yes - 1) + (k - yes) * (k - yes - 1)) / (k * (k - 1))
+                b.add(
+                    ctype,
+                    "fleiss_kappa",
+                    tuple(judges),
+                    every & group,
+                    [p_i, np.ones_like(yes), yes],
+                    _fleiss(k),
+                )
+            b.add(ctype, "krippendorff_alpha", tuple(judges), (m >= 2) & group, coincide, _alpha)
+        out += b.finish(rng, resamples, confidence)
     return out
 
 

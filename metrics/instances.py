@@ -60,16 +60,14 @@ RESULT_KEY: tuple[str, ...] = ("benchmark", "model", "judge", "metric", "slice")
 def by_judge(frame: pl.DataFrame, compute: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
     """`compute` over each judge's rows of `frame` apart, with a judge column: two judges' verdicts on
     one instance never meet in one figure (rows without a judge form a group of their own)."""
-    judges = frame.get_column("judge").unique().sort(nulls_last=False).to_list()
-    parts = []
-    for judge in judges or [None]:
-        # One judge (the usual run): its rows are the frame, with no copy.
-        mine = (
-            frame
-            if len(judges) <= 1
-            else frame.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
-        )
-        parts.append(compute(mine).with_columns(pl.lit(judge, pl.String).alias("judge")))
+    if frame.get_column("judge").n_unique() <= 1:  # one judge (the usual run): no copy
+        judge = frame.get_column("judge")[0] if frame.height else None
+        parts = [compute(frame).with_columns(pl.lit(judge, pl.String).alias("judge"))]
+    else:  # one pass splits the rows by judge
+        parts = [
+            compute(mine).with_columns(pl.lit(judge, pl.String).alias("judge"))
+            for (judge,), mine in frame.partition_by(["judge"], as_dict=True).items()
+        ]
     out = pl.concat(parts)
     cols = [*RESULT_KEY, *(c for c in out.columns if c not in RESULT_KEY)]
     return out.select(cols).sort(list(RESULT_KEY), nulls_last=False)
