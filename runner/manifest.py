@@ -8,6 +8,7 @@ work or capacity (new models or benchmarks, a higher budget, other concurrency a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ __all__ = [
     "compare",
     "older_records",
     "read_manifest",
+    "relabel_legacy_judge",
     "write_manifest",
 ]
 
@@ -267,6 +269,27 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
             f"budget lowered or removed ({old.budget_usd} -> {new.budget_usd}); a run's budget can only grow"
         )
     return Compatibility(ok=not problems, problems=problems)
+
+
+def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:
+    """`old` with its one judge under the id `new` gives the same judge, when `old` was written before
+    judge panels (its judge is filed under LEGACY_JUDGE, not its config id): so a resumed run keeps one
+    entry per judge, not a second one under a name the config never used."""
+    if old.judge_order != (LEGACY_JUDGE,) or LEGACY_JUDGE in new.judges or old.judge is None:
+        return old
+    same = [jid for jid, m in new.judges.items() if _same_judge(m, old.judge)]
+    if not same:
+        return old
+    judges = {k: v for k, v in old.judges.items() if k != LEGACY_JUDGE} | {same[0]: old.judge}
+    return dataclasses.replace(old, judges=judges, judge_order=(same[0],))
+
+
+def _same_judge(a: ModelEntry, b: ModelEntry) -> bool:
+    return (
+        a.model == b.model
+        and _canon(a.endpoint) == _canon(b.endpoint)
+        and _canon(a.params) == _canon(b.params)
+    )
 
 
 def _canon(v: Mapping[str, Any]) -> bytes:

@@ -32,6 +32,7 @@ from ifsweep.runner.manifest import (
     compare,
     older_records,
     read_manifest,
+    relabel_legacy_judge,
     write_manifest,
 )
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
@@ -370,6 +371,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
     if old is None and (why := older_records(run_dir)) is not None:
         raise IncompatibleRun(why)
     if old is not None:
+        old = relabel_legacy_judge(old, new)
         verdict = compare(old, new)
         if not verdict.ok:
             raise IncompatibleRun(f"{run_dir}: {verdict.message()}")

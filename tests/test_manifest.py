@@ -17,6 +17,7 @@ from ifsweep.runner.manifest import (
     ModelEntry,
     compare,
     read_manifest,
+    relabel_legacy_judge,
     write_manifest,
 )
 
@@ -168,3 +169,17 @@ def test_an_older_schema_is_refused_with_the_reason_and_the_way_out(tmp_path: Pa
     text = str(info.value)
     assert "written by an older ifsweep (manifest schema 1)" in text
     assert "pay for every call again" in text and "another run.output_dir" in text
+
+
+def test_a_manifest_from_before_judge_panels_names_its_judge_by_the_config_id(tmp_path: Path) -> None:
+    old = manifest()
+    raw = old.to_dict()
+    del raw["judges"], raw["judge_order"]  # as written before panels: one judge, no id
+    legacy = Manifest.from_dict(raw)
+    assert legacy.judges == {"judge": old.judge} and legacy.judge_order == ("judge",)
+    assert old.judge is not None
+    new = manifest(judges={"big-judge": old.judge}, judge_order=("big-judge",))
+    renamed = relabel_legacy_judge(legacy, new)
+    assert renamed.judges == {"big-judge": old.judge} and compare(renamed, new).ok
+    other = manifest(judges={"big-judge": ModelEntry("openai/o3")}, judge_order=("big-judge",))
+    assert relabel_legacy_judge(legacy, other) is legacy  # another judge: the old one keeps its entry
