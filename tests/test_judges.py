@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from itertools import combinations
@@ -447,3 +448,35 @@ def test_the_last_judge_out_of_budget_stops_the_sweep(sim: SimulatorThread, tmp_
     # No judge is left to judge them: the models stop instead of buying answers nobody can judge now.
     pairs = len(MODELS) * len(BENCHES) * LIMIT
     assert len(stored_records(out, {"generation"})) < pairs
+
+
+def test_bootstrap_intervals_match_an_independent_resampling(sim: SimulatorThread, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert ifsweep.run(
+        config(out, sim.base_url, [("j0", "sim-judge"), ("j1", "sim-judge-flip0.3")])
+    ).status == ("complete")
+    votes, _ = stored_votes(out)
+    found = ifsweep.agreement(out, resamples=4000, seed=1)
+    for bench in BENCHES:
+        # Resample instances (each with all its units) with another generator, and take percentiles.
+        by_instance: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        for u, v in votes["j0"].items():
+            if u[0] == bench and v is not None and votes["j1"].get(u) is not None:
+                by_instance[(u[1], u[2])].append(v == votes["j1"][u])
+        groups = list(by_instance.values())
+        rng = random.Random(99)
+        draws = []
+        for _ in range(4000):
+            picked = [groups[rng.randrange(len(groups))] for _ in groups]
+            draws.append(sum(sum(g) for g in picked) / sum(len(g) for g in picked))
+        draws.sort()
+        low, high = draws[int(0.025 * 4000)], draws[int(0.975 * 4000) - 1]
+        ours = next(
+            s
+            for s in found.stats
+            if s.benchmark == bench and s.statistic == "raw" and s.constraint_type == "all"
+        )
+        assert ours.ci_low is not None and ours.ci_high is not None and ours.value is not None
+        assert ours.ci_low < ours.value < ours.ci_high
+        # Two bootstraps of the same instances agree up to their own sampling noise.
+        assert abs(ours.ci_low - low) < 0.02 and abs(ours.ci_high - high) < 0.02, (ours, low, high)
