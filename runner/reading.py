@@ -22,7 +22,7 @@ class SweepPlan:
     workers: Mapping[str, int]  # per model label: pairs it may have in flight
     slots: int | None  # the sweep's cap on calls in flight
     # The first judge's label: the ETA's walk models the panel as this one endpoint carrying every
-    # judge's calls (docs/design/judges.md).
+    # judge's calls at the panel's capacity (`panel_capacity`; docs/design/judges.md).
     judge: str | None
     judges: tuple[str, ...] = ()  # every judge of the panel, in config order
 
@@ -167,7 +167,10 @@ class Reading:
         plan = self.plan
         if plan is None:
             return Outlook(None)
-        return outlook(lanes, self.capacities(), judge=plan.judge, slots=plan.slots)
+        caps = self.capacities()
+        if len(plan.panel) > 1 and plan.judge is not None:
+            caps[plan.judge] = panel_capacity([caps.get(j) for j in plan.panel])
+        return outlook(lanes, caps, judge=plan.judge, slots=plan.slots)
 
     def made(self) -> dict[str, int]:
         """Calls made per endpoint label: each model's generations; the judge's calls."""
@@ -181,6 +184,25 @@ class Reading:
         elif self.judge is not None:
             made[self.judge] = sum(t.judge_calls for t in self.tallies.values())
         return made
+
+
+def panel_capacity(caps: list[Capacity | None]) -> Capacity | None:
+    """A panel of judges as the one judge endpoint the walk knows: each judge makes an equal share of
+    the panel's calls, so together they manage as many times the slowest judge's pace as there are
+    judges; a pair waits for the slowest reply (the judges answer it at once). None while any judge's
+    pace is unknown."""
+    if not caps or any(c is None for c in caps):
+        return None
+    known = [c for c in caps if c is not None]
+    n = len(known)
+    slowest = min(known, key=lambda c: c.calls_per_s)
+    latencies = [c.latency_s for c in known if c.latency_s is not None]
+    return Capacity(
+        n * slowest.calls_per_s,
+        n * min(c.tokens_per_s for c in known),
+        max(latencies) if latencies else None,
+        slowest.calls_bound,
+    )
 
 
 def settled(seen: Outlook, lanes: list[Lane], labels: list[str]) -> Outlook:
@@ -222,6 +244,8 @@ def _row(
 ) -> EndpointRow:
     lim = reading.limits.get(label, Limits())
     pace = reading.pace.get(label, Pace())
+    panel = reading.plan.panel if reading.plan is not None else ()
+    walked = reading.judge if label in panel and reading.judge is not None else label  # the panel's
     return EndpointRow(
         label=label,
         role="judge" if label == reading.judge or (reading.plan and label in reading.plan.panel) else "model",
@@ -238,6 +262,6 @@ def _row(
         waits=reading.waits.get(label, ""),
         spent=reading.spent.get(label, 0.0),
         cap=reading.caps.get(label),
-        eta_s=None if seen.seconds is None else seen.finish_s.get(label),
-        held_by=seen.bound.get(label, ""),
+        eta_s=None if seen.seconds is None else seen.finish_s.get(walked),
+        held_by=seen.bound.get(walked, ""),
     )

@@ -480,3 +480,14 @@ def test_bootstrap_intervals_match_an_independent_resampling(sim: SimulatorThrea
         assert ours.ci_low < ours.value < ours.ci_high
         # Two bootstraps of the same instances agree up to their own sampling noise.
         assert abs(ours.ci_low - low) < 0.02 and abs(ours.ci_high - high) < 0.02, (ours, low, high)
+
+
+def test_a_panel_is_walked_at_n_times_its_slowest_judge() -> None:
+    from ifsweep.runner.eta import Capacity
+    from ifsweep.runner.reading import panel_capacity
+
+    fast, slow = Capacity(4.0, 1000.0, 0.5, "rpm"), Capacity(1.0, 5000.0, 2.0, "concurrency")
+    # Each judge makes half the calls: two judges manage twice the slower one's pace, and a pair waits
+    # for the slower reply.
+    assert panel_capacity([fast, slow]) == Capacity(2.0, 2000.0, 2.0, "concurrency")
+    assert panel_capacity([fast, None]) is None
