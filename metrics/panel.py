@@ -18,15 +18,23 @@ ALL = "all"
 UNIT_KEY: tuple[str, ...] = ("benchmark", "model", "instance_id", "constraint_idx")
 
 
+def with_judge(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+    """`rows` lazily, with a null judge column where they have none (files written without one)."""
+    lf = as_lazy(rows)
+    if "judge" not in lf.collect_schema():
+        lf = lf.with_columns(pl.lit(None, pl.String).alias("judge"))
+    return lf
+
+
 def judges_in(rows: pl.LazyFrame | pl.DataFrame) -> list[str | None]:
     """The judges rows carry, sorted (a null judge, rows of a run without one, first)."""
-    found = as_lazy(rows).select(pl.col("judge").unique()).collect().get_column("judge")
+    found = with_judge(rows).select(pl.col("judge").unique()).collect().get_column("judge")
     return sorted(found.to_list(), key=lambda j: (j is not None, j or ""))
 
 
 def one_judge(rows: pl.LazyFrame | pl.DataFrame, judge: str | None) -> pl.LazyFrame:
     """The rows of `judge` alone (None: the rows decided without a judge)."""
-    return as_lazy(rows).filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
+    return with_judge(rows).filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
 
 
 def majority_rows(rows: pl.LazyFrame | pl.DataFrame, judges: Sequence[str]) -> pl.LazyFrame:
@@ -40,7 +48,7 @@ def majority_rows(rows: pl.LazyFrame | pl.DataFrame, judges: Sequence[str]) -> p
 
     The rows carry judge "majority"; every other column is the first judge's (they describe the
     instance and constraint, which all judges share)."""
-    lf = as_lazy(rows).filter(pl.col("judge").is_in(list(judges)))
+    lf = with_judge(rows).filter(pl.col("judge").is_in(list(judges)))
     order = {j: i for i, j in enumerate(judges)}
     lf = lf.with_columns(
         pl.col("judge").replace_strict(order, default=len(order), return_dtype=pl.Int64).alias("_order")
@@ -83,7 +91,7 @@ def select_judges(
     found = judges_in(rows)
     named = [j for j in found if j is not None]
     if choice == ALL:
-        return as_lazy(rows), found
+        return with_judge(rows), found
     if choice == MAJORITY:
         voters = [j for j in panel if j in named] or named
         if not voters:
@@ -101,5 +109,5 @@ def select_judges(
         choice_j = choice
     # Rows decided without a judge (a run with no judge at all) belong to every choice.
     keep = pl.col("judge").is_null() | (pl.col("judge") == choice_j) if choice_j is not None else None
-    lf = as_lazy(rows)
+    lf = with_judge(rows)
     return (lf.filter(keep) if keep is not None else lf), [choice_j]
