@@ -81,7 +81,6 @@ class Manifest:
     def __post_init__(self) -> None:
         if self.judge is not None and not self.judges:  # built the way manifests were before panels
             object.__setattr__(self, "judges", {LEGACY_JUDGE: self.judge})
-            object.__setattr__(self, "judge_order", (LEGACY_JUDGE,))
 
     @property
     def scoring_modes(self) -> tuple[str, ...]:
@@ -151,9 +150,10 @@ class Manifest:
             if not isinstance(order, list) or not all(isinstance(j, str) for j in order):
                 raise ManifestError(f"{source}: field 'judge_order': expected a list of judge ids")
         else:
-            # Written before judge panels: one judge, recorded without its id.
+            # Written before judge panels: one judge, recorded without its id (so no panel is named:
+            # readers take the judge its verdicts carry).
             judges = {} if judge_raw is None else {LEGACY_JUDGE: r.model(judge_raw, "judge")}
-            order = list(judges)
+            order = []
         budget = top.get("budget_usd")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
             raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
@@ -275,7 +275,12 @@ def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:
     """`old` with its one judge under the id `new` gives the same judge, when `old` was written before
     judge panels (its judge is filed under LEGACY_JUDGE, not its config id): so a resumed run keeps one
     entry per judge, not a second one under a name the config never used."""
-    if old.judge_order != (LEGACY_JUDGE,) or LEGACY_JUDGE in new.judges or old.judge is None:
+    if (
+        old.judge_order
+        or set(old.judges) != {LEGACY_JUDGE}
+        or LEGACY_JUDGE in new.judges
+        or old.judge is None
+    ):
         return old
     same = [jid for jid, m in new.judges.items() if _same_judge(m, old.judge)]
     if not same:

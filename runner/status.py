@@ -151,16 +151,23 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
         old = newest.get(sl.key)
         if old is None or not entry[1] or old[1]:
             newest[sl.key] = entry
-    done: dict[tuple[str, str], set[str]] = defaultdict(set)
+    # An instance is done when each configured judge has an error-free verdict of it (without a known
+    # panel, when any judge has).
+    verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
     errors: dict[tuple[str, str], int] = defaultdict(int)
     judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # judge -> [done, errors, calls]
     for group, is_error, instance, judge in newest.values():
         if instance is None:
             errors[group] += is_error
         elif not is_error:
-            done[group].add(instance)
+            verdicts[(group, instance)].add(judge)
         if judge is not None:
             judged[judge][2 if instance is None else 1 if is_error else 0] += 1
+    panel = set(_panel(run_dir))
+    done: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for (group, instance), by in verdicts.items():
+        if not panel or panel <= by:
+            done[group].add(instance)
     planned = _planned(run_dir)
     groups = sorted(set(planned) | set(spent) | set(done) | set(errors))
     rows = [

@@ -491,3 +491,19 @@ def test_a_panel_is_walked_at_n_times_its_slowest_judge() -> None:
     # for the slower reply.
     assert panel_capacity([fast, slow]) == Capacity(2.0, 2000.0, 2.0, "concurrency")
     assert panel_capacity([fast, None]) is None
+
+
+def test_a_run_from_before_panels_reads_and_resumes(sim: SimulatorThread, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cfg = config(out, sim.base_url, [("sim-judge", "sim-judge")])
+    assert ifsweep.run(cfg).status == "complete"
+    path = out / "manifest.json"
+    raw = json.loads(path.read_text())
+    del raw["judges"], raw["judge_order"]  # as written before panels: the judge without its id
+    path.write_text(json.dumps(raw))
+    rows = ifsweep.status(out)
+    assert len(rows) == len(MODELS) * len(BENCHES) and all(r.done == LIMIT for r in rows)
+    assert {r["judge"] for r in json.loads(ifsweep.report(out, "json"))} == {"sim-judge"}
+    sim.stats.reset()
+    assert ifsweep.run(cfg).status == "complete" and sim.stats.requests == 0
+    assert set(json.loads(path.read_text())["judges"]) == {"sim-judge"}  # filed under its id now

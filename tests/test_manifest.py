@@ -176,7 +176,7 @@ def test_a_manifest_from_before_judge_panels_names_its_judge_by_the_config_id(tm
     raw = old.to_dict()
     del raw["judges"], raw["judge_order"]  # as written before panels: one judge, no id
     legacy = Manifest.from_dict(raw)
-    assert legacy.judges == {"judge": old.judge} and legacy.judge_order == ("judge",)
+    assert legacy.judges == {"judge": old.judge} and legacy.judge_order == ()  # no panel named
     assert old.judge is not None
     new = manifest(judges={"big-judge": old.judge}, judge_order=("big-judge",))
     renamed = relabel_legacy_judge(legacy, new)
