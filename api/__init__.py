@@ -9,6 +9,7 @@ The library API (each documented where it is defined, runner/library.py):
     ifsweep.verdicts("runs/first")              # polars.DataFrame, one row per constraint
     ifsweep.scores("runs/first", ci=True)       # polars.DataFrame of every benchmark's metrics
     ifsweep.report("runs/first", "html", out="report.html")
+    ifsweep.agreement("runs/first")             # how much the judges agree; rank changes between them
 
 The repository's folders install under this one package: `ifsweep.runner`, `ifsweep.providers`,
 `ifsweep.metrics` (the metrics engine; hence `scores`, not `metrics`, for the function),
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # the names below, for type checkers (`X as X`: re-exported)
     from ifsweep.runner.library import Estimate as Estimate
     from ifsweep.runner.library import StatusRow as StatusRow
     from ifsweep.runner.library import SweepResult as SweepResult
+    from ifsweep.runner.library import agreement as agreement
     from ifsweep.runner.library import arun as arun
     from ifsweep.runner.library import plan as plan
     from ifsweep.runner.library import report as report
@@ -44,6 +46,7 @@ _LAZY = {
             "Estimate",
             "StatusRow",
             "SweepResult",
+            "agreement",
             "arun",
             "plan",
             "report",

@@ -8,7 +8,7 @@ from ifsweep.metrics.bootstrap import bootstrap_intervals
 from ifsweep.metrics.catalog import BenchmarkMetrics, Catalog
 from ifsweep.metrics.components import STAT_KEY, Components, estimates, point_estimates
 from ifsweep.metrics.coverage import coverage_leaf
-from ifsweep.metrics.instances import materialized
+from ifsweep.metrics.instances import by_judge, materialized
 from ifsweep.metrics.schema import VerdictError, describe_problem, first_problem
 
 
@@ -38,9 +38,22 @@ def compute_metrics(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> pl.DataFrame:
-    """One row per (benchmark, model, metric, slice): value (a fraction; metrics counted in levels, such
-    as FollowBench's CSL, in levels), n, and with `ci` the seeded bootstrap percentile interval ci_low /
-    ci_high. Sorted by benchmark, model, metric, slice. Every row's benchmark must be in `catalog`."""
+    """One row per (benchmark, model, judge, metric, slice): value (a fraction; metrics counted in
+    levels, such as FollowBench's CSL, in levels), n, and with `ci` the seeded bootstrap percentile
+    interval ci_low / ci_high. Sorted by benchmark, model, judge, metric, slice. Every row's benchmark
+    must be in `catalog`.
+
+    Each judge's rows are a run of their own: two judges' verdicts on one instance are never pooled
+    into one figure (a null judge, rows decided without one, is a judge of its own too)."""
+    return by_judge(
+        materialized(rows),
+        lambda mine: _one_judge(mine, catalog, ci=ci, resamples=resamples, seed=seed, confidence=confidence),
+    )
+
+
+def _one_judge(
+    rows: pl.DataFrame, catalog: Catalog, *, ci: bool, resamples: int, seed: int, confidence: float
+) -> pl.DataFrame:
     c = all_components(rows, catalog)
     sums, parents, finals = pl.collect_all([c.sums(), c.parent_edges(), c.finals])
     out = estimates(sums, parents, finals)
@@ -55,4 +68,6 @@ def compute_metrics(
 def benchmark_metrics(rows: pl.LazyFrame | pl.DataFrame, benchmark: BenchmarkMetrics) -> pl.DataFrame:
     """The point estimates of one benchmark's rows among `rows` (the others are ignored, and not
     validated): the rows `compute_metrics` gives for it, without coverage."""
-    return point_estimates(benchmark.components(materialized(rows, benchmark.name)))
+    return by_judge(
+        materialized(rows, benchmark.name), lambda mine: point_estimates(benchmark.components(mine))
+    )

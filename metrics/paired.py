@@ -24,6 +24,8 @@ from ifsweep.metrics.bootstrap import (
 )
 from ifsweep.metrics.catalog import Catalog
 from ifsweep.metrics.compute import components_of
+from ifsweep.metrics.instances import materialized
+from ifsweep.metrics.schema import VerdictError
 
 PAIRED_SCHEMA: dict[str, pl.DataType] = {
     "benchmark": pl.String(),
@@ -57,8 +59,15 @@ def paired_differences(
     confidence: float = 0.95,
 ) -> pl.DataFrame:
     """diff = value(model_a) - value(model_b) over the units both kept, for every pair model_a <
-    model_b; significant when the interval excludes 0."""
-    leaves, parents = components_of(rows, catalog)
+    model_b; significant when the interval excludes 0. The rows must be one judge's (or the majority's:
+    `metrics.select_judges`): two judges' verdicts would be pooled here."""
+    frame = materialized(rows)
+    judges = frame.get_column("judge").unique().to_list()
+    if len(judges) > 1:
+        raise VerdictError(
+            f"paired differences of {benchmark}: rows of {len(judges)} judges; select one judge's rows first"
+        )
+    leaves, parents = components_of(frame, catalog)
     leaves = leaves.filter((pl.col("benchmark") == benchmark) & (pl.col("metric") == metric))
     if leaves.height == 0:
         return pl.DataFrame(schema=PAIRED_SCHEMA)

@@ -4,14 +4,17 @@ to sort tables. Nothing is fetched when it is opened; every string from the data
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ifsweep.metrics import charts
 from ifsweep.metrics.catalog import Catalog
 from ifsweep.metrics.leaderboard import benchmarks_in, fmt_interval, fmt_value, header, leaderboard
-from ifsweep.metrics.svg import Point, esc, scatter
+from ifsweep.metrics.svg import Point, esc, heatmap, scatter
+
+if TYPE_CHECKING:
+    from ifsweep.metrics.agreement import Agreement
 
 _CSS = """
 :root{--ink:#1b1e23;--muted:#5f6672;--line:#e3e6ea;--bg:#f6f7f9;--card:#fff;--accent:#4269d0}
@@ -195,6 +198,78 @@ def _paired_table(paired: pl.DataFrame | None, catalog: Catalog) -> str:
     )
 
 
+def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
+    """Per benchmark a heatmap of Cohen's kappa between every two judges, the panel's statistics, and
+    the rank changes between judges."""
+    if panel is None or len(panel.judges) < 2:
+        return ""
+    judges = list(panel.judges)
+    figures = []
+    for bench in dict.fromkeys(s.benchmark for s in panel.stats):
+        values = {}
+        for a in judges:
+            for b in judges:
+                kappa = 1.0 if a == b else panel.kappa(bench, a, b)
+                units = next(
+                    (
+                        s.units
+                        for s in panel.stats
+                        if s.benchmark == bench
+                        and s.constraint_type == "all"
+                        and s.statistic == "cohen_kappa"
+                        and set(s.judges) == {a, b}
+                    ),
+                    0,
+                )
+                if kappa is not None:
+                    values[(a, b)] = Point(kappa, kappa, str(units) if a != b else "-")
+        chart = heatmap(
+            f"{catalog.display(bench)}: Cohen's kappa", judges, judges, values, fmt="{:.2f}", tip_fmt="{:.3f}"
+        )
+        figures.append(f"<figure><figcaption>{esc(catalog.display(bench))}</figcaption>{chart}</figure>")
+    rows = []
+    for s in panel.stats:
+        if s.constraint_type != "all" or len(s.judges) == 2:
+            continue
+        # Agreement is a coefficient, not a share: three decimals, not points.
+        ci = f"[{s.ci_low:.3f}, {s.ci_high:.3f}]" if s.ci_low is not None and s.ci_high is not None else ""
+        value = "–" if s.value is None else f"{s.value:.3f}"
+        rows.append(
+            "<tr>"
+            + _cell(esc(catalog.display(s.benchmark)), s.benchmark)
+            + _cell(esc(s.statistic.replace("_", " ")), s.statistic)
+            + _cell(esc(value), s.value, f'<span class="ci">{esc(ci)}</span>')
+            + _cell(str(s.units), s.units)
+            + "</tr>"
+        )
+    panel_table = _table(["benchmark", "panel statistic", "value", "units"], rows) if rows else ""
+    moves = []
+    for r in panel.ranks:
+        tau = "–" if r.tau is None else f"{r.tau:.3f}"
+        moves.append(
+            "<tr>"
+            + _cell(esc(f"{catalog.display(r.benchmark)} {r.metric}"), r.benchmark)
+            + _cell(esc(f"{r.judge_a} vs {r.judge_b}"), f"{r.judge_a}|{r.judge_b}")
+            + _cell(str(r.models), r.models)
+            + _cell(esc(tau), r.tau)
+            + _cell(str(r.max_change), r.max_change)
+            + _cell(esc(", ".join(r.moved) or "–"), ", ".join(r.moved))
+            + "</tr>"
+        )
+    rank_table = (
+        _table(["ranking", "judges", "models", "Kendall tau-b", "largest rank change", "moved"], moves)
+        if moves
+        else '<p class="note">No model was scored by two judges.</p>'
+    )
+    return (
+        '<section id="judges"><h2>Judges</h2><p class="sub">How much the judges agree on each '
+        "judge-decided constraint (unparsed verdicts left out), and how the ranking moves between them. "
+        f"Judges: {esc(', '.join(judges))}.</p>"
+        f'<div class="grid2">{"".join(figures)}</div>{panel_table}'
+        f"<h3>Rank changes</h3>{rank_table}</section>"
+    )
+
+
 def render_html(
     metrics: pl.DataFrame,
     catalog: Catalog,
@@ -202,9 +277,12 @@ def render_html(
     paired: pl.DataFrame | None = None,
     *,
     title: str = "ifsweep report",
+    judges: Agreement | None = None,
+    judge: str | None = None,
 ) -> str:
     """The whole report as one HTML page: leaderboards, each benchmark's charts (the catalog's), cost
-    against score, run analytics and paired differences."""
+    against score, run analytics and paired differences; with `judges` (a run's panel) a section on
+    their agreement. `judge`: whose verdicts the figures are (named under the title)."""
     spend = _spend(analytics)
     models = metrics.get_column("model").n_unique() if metrics.height else 0
     total = sum(spend.values())
@@ -237,11 +315,12 @@ def render_html(
         + f"{content}</section>"
         for h, sub, content in sections
     )
-    paired_section = _paired_table(paired, catalog)
+    paired_section = _paired_table(paired, catalog) + _judges_section(judges, catalog)
+    whose = f" Verdicts of judge {esc(judge)}." if judge is not None else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
         f'content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
         f"<style>{_CSS}</style></head>"
         f"<body><main><h1>{esc(title)}</h1><p class='sub'>Constraint-following results with 95% bootstrap "
-        f"intervals.</p>{kpis}{body}{paired_section}</main><script>{_JS}</script></body></html>\n"
+        f"intervals.{whose}</p>{kpis}{body}{paired_section}</main><script>{_JS}</script></body></html>\n"
     )

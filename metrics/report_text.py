@@ -11,7 +11,7 @@ import polars as pl
 from ifsweep.metrics.catalog import Catalog
 from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
 
-_JSON_KEYS = ("benchmark", "model", "metric", "slice", "value", "n")
+_JSON_KEYS = ("benchmark", "model", "judge", "metric", "slice", "value", "n")
 
 
 def _grid(header: list[str], body: list[list[str]]) -> list[str]:
@@ -46,8 +46,12 @@ def _clean(v: Any) -> Any:
 
 
 def render_json(metrics: pl.DataFrame) -> str:
-    """A JSON list of {benchmark, model, metric, slice, value, n} (+ ci_low, ci_high when computed)."""
-    keys = [*_JSON_KEYS, *(k for k in ("ci_low", "ci_high") if k in metrics.columns)]
+    """A JSON list of {benchmark, model, judge, metric, slice, value, n} (+ ci_low, ci_high when
+    computed)."""
+    keys = [
+        *(k for k in _JSON_KEYS if k in metrics.columns),
+        *(k for k in ("ci_low", "ci_high") if k in metrics.columns),
+    ]
     rows = [{k: _clean(r[k]) for k in keys} for r in metrics.select(keys).iter_rows(named=True)]
     return json.dumps(rows, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
 

@@ -36,11 +36,12 @@ VERDICT_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),
 }
 
-# The columns metrics read (all but run and judge): `read_verdicts(paths, columns=METRIC_COLUMNS)`
-# parses JSONL about a third faster than reading every column and dropping two.
+# The columns metrics read (all but run): `read_verdicts(paths, columns=METRIC_COLUMNS)` parses JSONL
+# faster than reading every column. The judge is one: metrics are computed per judge, never pooled.
 METRIC_COLUMNS: tuple[str, ...] = (
     "benchmark",
     "model",
+    "judge",
     "scoring",
     "instance_id",
     "group_id",
@@ -62,7 +63,7 @@ _PARQUET_SUFFIXES = (".parquet", ".pq")
 # (what a benchmark's rows must fill besides is its `BenchmarkMetrics.required`).
 _REQUIRED = ("benchmark", "model", "instance_id", "constraint_idx", "source", "status")
 # Columns a file may lack (written before they existed): read as null.
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"scoring"})
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"scoring", "judge"})
 
 
 class VerdictError(ValueError):

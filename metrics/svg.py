@@ -208,7 +208,10 @@ def heatmap(
     *,
     cell_w: int = 74,
     cell_h: int = 20,
+    fmt: str = "{:.0%}",
+    tip_fmt: str = "{:.1%}",
 ) -> str:
+    """Cells shaded by value in [0, 1] (clamped), labelled with `fmt`; a cell's title uses `tip_fmt`."""
     left, top = 220.0, 90.0
     width = int(left + cell_w * max(len(cols), 1) + 20)
     height = int(top + cell_h * len(rows) + 10)
@@ -239,7 +242,8 @@ def heatmap(
                 f'<text x="{_fmt(x + cell_w / 2 - 1)}" '
                 f'y="{_fmt(y + cell_h * 0.68)}" text-anchor="middle" '
                 f'style="fill:{text_fill}" class="cell-label" {FONT}>'
-                f"{p.x:.0%}</text><title>{esc(f'{row} · {col}: {p.x:.1%} (n={p.label})')}</title></g>"
+                f"{esc(fmt.format(p.x))}</text>"
+                f"<title>{esc(f'{row} · {col}: {tip_fmt.format(p.x)} (n={p.label})')}</title></g>"
             )
     return _frame(width, height, title, body, "heatmap")
 

@@ -103,7 +103,21 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--format", choices=["table", "json", "csv", "md", "html"], default="table")
     c.add_argument("--out", type=Path, help="write to this file instead of standard output")
     c.add_argument("--ci", action="store_true", help="add bootstrap 95%% intervals")
+    c.add_argument(
+        "--judge",
+        metavar="ID|all|majority",
+        help="whose verdicts: a judge's id, all (each apart), or majority (the panel's vote); "
+        "default: the first configured judge",
+    )
     c.set_defaults(handler=_cmd_report)
+
+    c = sub.add_parser("agreement", help="how much a run's judges agree, and how the ranking moves")
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--format", choices=["text", "json"], default="text")
+    c.add_argument("--judges", metavar="A,B,...", help="these judges (default: the configured ones)")
+    c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (0: no intervals)")
+    c.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
+    c.set_defaults(handler=_cmd_agreement)
 
     c = sub.add_parser("metrics", help="metrics of verdict-row files (JSONL or Parquet)")
     c.add_argument("rows", type=Path, nargs="+")
@@ -238,9 +252,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from ifsweep.runner.reporting import report
 
-    text = report(args.run_dir, fmt=args.format, ci=args.ci, out=args.out)
+    text = report(args.run_dir, fmt=args.format, ci=args.ci, out=args.out, judge=args.judge)
     if args.out is None:
         print(text)
+    return EXIT_OK
+
+
+def _cmd_agreement(args: argparse.Namespace) -> int:
+    from ifsweep.runner.agreement import render_agreement, run_agreement
+
+    if args.resamples < 0:
+        raise UsageError(f"--resamples: expected a whole number >= 0, got {args.resamples}")
+    judges = [j.strip() for j in args.judges.split(",") if j.strip()] if args.judges else None
+    found = run_agreement(args.run_dir, judges=judges, resamples=args.resamples, seed=args.seed)
+    print(render_agreement(found, args.format))
     return EXIT_OK
 
 

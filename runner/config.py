@@ -52,7 +52,7 @@ _ENDPOINT_KEYS = {
     "timeout_s",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
-_TOP_KEYS = {"run", "benchmarks", "models", "judge"}
+_TOP_KEYS = {"run", "benchmarks", "models", "judge", "judges"}
 
 
 class ConfigError(ValueError):
@@ -100,8 +100,15 @@ class SweepConfig:
     run: RunConfig
     benchmarks: tuple[BenchmarkConfig, ...]
     models: tuple[EndpointSpec, ...]
-    judge: EndpointSpec | None
+    # The panel, in config order: `[[judges]]` tables, or the one `[judge]` (its shorthand). Every judge
+    # judges every pair into a verdict record of its own; the first is the one reports show by default.
+    judges: tuple[EndpointSpec, ...]
     raw: Mapping[str, Any]  # the parsed TOML, for the manifest's config hash
+
+    @property
+    def judge(self) -> EndpointSpec | None:
+        """The first judge (the reports' default), or None without one."""
+        return self.judges[0] if self.judges else None
 
 
 def load_config(path: Path | str, *, check_env: bool = True) -> SweepConfig:
@@ -148,12 +155,51 @@ def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) 
                 f"duplicate model id {s.label!r} (also models[{ids[s.label]}]); give each an `id`",
             )
         ids[s.label] = i
-    judge = None
+    judges = _judges(path, raw, check_env, ids)
+    return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judges=judges, raw=dict(raw))
+
+
+def _judges(
+    path: Path, raw: Mapping[str, Any], check_env: bool, model_ids: Mapping[str, int]
+) -> tuple[EndpointSpec, ...]:
+    """`[judge]` (one judge, id "judge" unless given) or `[[judges]]` (a panel, each with its `id`)."""
+    if "judge" in raw and "judges" in raw:
+        raise ConfigError(path, "judges", "give either one [judge] table or [[judges]] tables, not both")
     if "judge" in raw:
-        judge = _endpoint(
-            path, "judge", _table(path, "judge", raw["judge"]), check_env, default_label="judge"
+        return (
+            _endpoint(path, "judge", _table(path, "judge", raw["judge"]), check_env, default_label="judge"),
         )
-    return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judge=judge, raw=dict(raw))
+    if isinstance(raw.get("judges"), dict):
+        raise ConfigError(
+            path, "judges", "one table: write [[judges]] (one table per judge, each with an id), or [judge]"
+        )
+    tables = _array(path, "judges", raw.get("judges"), required=False)
+    out: list[EndpointSpec] = []
+    seen: dict[str, int] = {}
+    for i, t in enumerate(tables):
+        where = f"judges[{i}]"
+        if isinstance(t, dict) and "id" not in t:
+            # Verdicts, reports and `--judge` name a judge by its id: it must not follow the model string.
+            raise ConfigError(path, f"{where}.id", "missing; give each judge an `id` (reports name it)")
+        spec = _endpoint(path, where, t, check_env)
+        if spec.label in ("all", "majority"):
+            raise ConfigError(path, f"{where}.id", f"{spec.label!r} is reserved for `--judge {spec.label}`")
+        if spec.label in seen:
+            raise ConfigError(
+                path, f"{where}.id", f"duplicate judge id {spec.label!r} (also judges[{seen[spec.label]}])"
+            )
+        seen[spec.label] = i
+        out.append(spec)
+    for i, spec in enumerate(out):
+        if spec.label in model_ids:
+            # Budgets, spend and the board are kept per label: a judge and a model may not share one.
+            raise ConfigError(
+                path,
+                f"judges[{i}].id" if "judges" in raw else "judge.id",
+                f"{spec.label!r} is also a model id (models[{model_ids[spec.label]}]); "
+                "give the judge an id of its own",
+            )
+    return tuple(out)
 
 
 def check_output_dir(cfg: SweepConfig) -> None:

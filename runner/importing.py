@@ -26,7 +26,7 @@ from ifsweep.runner.keys import Identity
 from ifsweep.runner.manifest import older_records
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.shards import RunStore, record_key
-from ifsweep.runner.verify import Planned, check_verdicts, planned
+from ifsweep.runner.verify import Planned, check_verdicts, planned_verdicts
 
 
 def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:
@@ -147,12 +147,12 @@ def import_reference(
         for r in results:
             model, judge = _endpoints(bench, job, r)
             pipeline = Pipeline(
-                store=store, judge=judge, retry_errors=True, counters=counters, identify=replay_identity
+                store=store, judges=(judge,), retry_errors=True, counters=counters, identify=replay_identity
             )
             unscored = r.unscored if scoring == "reference" else frozenset()
             counters[(r.model, job.cfg.label)].planned += 1
             await pipeline.evaluate(model, job, r.instance, unscored=unscored)
-            pairs.append(planned(pipeline, model.spec, job, r.instance, unscored))
+            pairs.extend(planned_verdicts(pipeline, model.spec, job, r.instance, unscored))
 
     try:
         anyio.run(replay)

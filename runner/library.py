@@ -27,6 +27,7 @@ from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
 if TYPE_CHECKING:
     import polars as pl
 
+    from ifsweep import metrics
     from ifsweep.runner.scheduler import Work
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Estimate",
     "StatusRow",
     "SweepResult",
+    "agreement",
     "arun",
     "plan",
     "report",
@@ -159,23 +161,49 @@ def scores(
     source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | pl.DataFrame | pl.LazyFrame,
     *,
     ci: bool = False,
+    judge: str | None = "all",
 ) -> pl.DataFrame:
-    """Every benchmark's metrics: one row per (benchmark, model, metric, slice) with value and n (and
-    with `ci`, 95% bootstrap bounds ci_low / ci_high). `source`: a run directory, verdict-row files
-    (JSONL or Parquet), or verdict rows in a frame. (Named `scores` because `ifsweep.metrics` is the
-    metrics engine's package.)"""
+    """Every benchmark's metrics: one row per (benchmark, model, judge, metric, slice) with value and n
+    (and with `ci`, 95% bootstrap bounds ci_low / ci_high). `source`: a run directory, verdict-row
+    files (JSONL or Parquet), or verdict rows in a frame. `judge`: "all" (each judge's figures apart,
+    never pooled), a judge's id, "majority" (the vote of the run's configured judges, or of every
+    judge), or None (a run directory's first configured judge). (Named `scores` because
+    `ifsweep.metrics` is the metrics engine's package.)"""
     import polars as pl  # only for the calls that compute metrics
 
     from ifsweep import metrics
+    from ifsweep.runner.reporting import panel_of
 
+    panel: tuple[str, ...] = ()
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
         rows: pl.DataFrame | pl.LazyFrame = source
     elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
         rows = verdicts(source)
+        panel = panel_of(Path(source))
     else:
         paths = [source] if isinstance(source, str | os.PathLike) else list(source)
         rows = metrics.read_verdicts([Path(p) for p in paths], columns=metrics.METRIC_COLUMNS)
-    return compute(rows, ci=ci)[0]
+    chosen, _ = metrics.select_judges(rows, judge, panel)
+    return compute(chosen, ci=ci)[0]
+
+
+def agreement(
+    run_dir: str | os.PathLike[str],
+    *,
+    judges: Iterable[str] | None = None,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> metrics.Agreement:
+    """How much a run's judges agree (raw agreement, Cohen's kappa per pair, Fleiss' kappa for three
+    or more, Krippendorff's alpha, each with a seeded bootstrap interval over instances; per benchmark
+    and constraint type) and how the leaderboard moves between them (Kendall's tau-b, largest rank
+    change). `judges`: default the configured ones. `.as_json()` gives the `ifsweep agreement
+    --format json` document."""
+    from ifsweep.runner.agreement import run_agreement
+
+    return run_agreement(
+        Path(run_dir), judges=list(judges) if judges is not None else None, resamples=resamples, seed=seed
+    )
 
 
 def report(
@@ -184,10 +212,14 @@ def report(
     *,
     ci: bool = False,
     out: str | os.PathLike[str] | None = None,
+    judge: str | None = None,
 ) -> str:
     """A run directory's report: format table | json | csv | md | html (html always has intervals;
     md writes its charts beside `out`, or into the run directory). Written to `out` when given; the
-    text is returned either way."""
+    text is returned either way. `judge`: whose verdicts (an id, "majority", "all" for table / json /
+    csv; default the first configured judge)."""
     if format not in REPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(REPORT_FORMATS)}, got {format!r}")
-    return render_report(Path(run_dir), fmt=format, ci=ci, out=Path(out) if out is not None else None)
+    return render_report(
+        Path(run_dir), fmt=format, ci=ci, out=Path(out) if out is not None else None, judge=judge
+    )

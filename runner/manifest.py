@@ -8,6 +8,7 @@ work or capacity (new models or benchmarks, a higher budget, other concurrency a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,10 +31,13 @@ __all__ = [
     "compare",
     "older_records",
     "read_manifest",
+    "relabel_legacy_judge",
     "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
+# The id a manifest written before judge panels gives its one judge (a `[judge]` table's default id).
+LEGACY_JUDGE = "judge"
 # 2: result keys carry the endpoint and the instance (runner.keys.KEY_SCHEMA); models record their endpoint.
 MANIFEST_SCHEMA = 2
 
@@ -65,10 +69,18 @@ class Manifest:
     config_hash: str
     benchmarks: Mapping[str, BenchmarkEntry]
     models: Mapping[str, ModelEntry]  # by config id (label)
-    judge: ModelEntry | None
+    judge: ModelEntry | None  # the first configured judge (what older readers know of the panel)
     budget_usd: float | None = None
     limits: Mapping[str, float] = field(default_factory=dict)  # concurrency, rpm, ... (free to change)
     schema: int = MANIFEST_SCHEMA
+    # Every judge that ever judged into the run, by id: one may be added, or left out of the config
+    # (its verdicts stay), but never changed under the same id.
+    judges: Mapping[str, ModelEntry] = field(default_factory=dict)
+    judge_order: tuple[str, ...] = ()  # the configured panel's ids, in config order
+
+    def __post_init__(self) -> None:
+        if self.judge is not None and not self.judges:  # built the way manifests were before panels
+            object.__setattr__(self, "judges", {LEGACY_JUDGE: self.judge})
 
     @property
     def scoring_modes(self) -> tuple[str, ...]:
@@ -90,6 +102,8 @@ class Manifest:
             },
             "models": {mid: _model_dict(m) for mid, m in sorted(self.models.items())},
             "judge": None if self.judge is None else _model_dict(self.judge),
+            "judges": {jid: _model_dict(m) for jid, m in sorted(self.judges.items())},
+            "judge_order": list(self.judge_order),
             "scoring_modes": list(self.scoring_modes),
             "budget_usd": self.budget_usd,
             "limits": dict(sorted(self.limits.items())),
@@ -127,6 +141,19 @@ class Manifest:
             mid: r.model(raw, f"models.{mid}") for mid, raw in r.table(top.get("models"), "models").items()
         }
         judge_raw = top.get("judge")
+        if "judges" in top:
+            judges = {
+                jid: r.model(raw, f"judges.{jid}")
+                for jid, raw in r.table(top.get("judges"), "judges").items()
+            }
+            order = top.get("judge_order", [])
+            if not isinstance(order, list) or not all(isinstance(j, str) for j in order):
+                raise ManifestError(f"{source}: field 'judge_order': expected a list of judge ids")
+        else:
+            # Written before judge panels: one judge, recorded without its id (so no panel is named:
+            # readers take the judge its verdicts carry).
+            judges = {} if judge_raw is None else {LEGACY_JUDGE: r.model(judge_raw, "judge")}
+            order = []
         budget = top.get("budget_usd")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
             raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
@@ -140,6 +167,8 @@ class Manifest:
             budget_usd=None if budget is None else float(budget),
             limits=limits,
             schema=schema,
+            judges=judges,
+            judge_order=tuple(order),
         )
 
 
@@ -219,21 +248,53 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
             problems.append(f"model '{mid}': endpoint changed: {_diff(om.endpoint, nm.endpoint)}")
         if _canon(nm.params) != _canon(om.params):
             problems.append(f"model '{mid}': params changed: {_diff(om.params, nm.params)}")
-    if (old.judge is None) != (new.judge is None):
-        problems.append(f"judge changed from {_judge_name(old.judge)} to {_judge_name(new.judge)}")
-    elif old.judge is not None and new.judge is not None:
-        if old.judge.model != new.judge.model:
-            problems.append(f"judge changed from {old.judge.model!r} to {new.judge.model!r}")
-        elif _canon(old.judge.endpoint) != _canon(new.judge.endpoint):
-            problems.append(f"judge endpoint changed: {_diff(old.judge.endpoint, new.judge.endpoint)}")
-        elif _canon(old.judge.params) != _canon(new.judge.params):
-            problems.append(f"judge params changed: {_diff(old.judge.params, new.judge.params)}")
+    # Judges: one may join or leave the panel (each has verdicts of its own, apart in every report);
+    # an id that comes back must mean the same judge, or its old and new verdicts would mix.
+    for jid, oj in sorted(old.judges.items()):
+        nj = new.judges.get(jid)
+        if nj is None:
+            continue
+        if oj.model != nj.model:
+            problems.append(
+                f"judge '{jid}': provider model changed from {oj.model!r} to {nj.model!r}; "
+                "give the new judge another id"
+            )
+        elif _canon(oj.endpoint) != _canon(nj.endpoint):
+            problems.append(f"judge '{jid}': endpoint changed: {_diff(oj.endpoint, nj.endpoint)}")
+        elif _canon(oj.params) != _canon(nj.params):
+            problems.append(f"judge '{jid}': params changed: {_diff(oj.params, nj.params)}")
     if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
         # A budget only grows: a lower cap might already be spent, and no cap would lift the guard.
         problems.append(
             f"budget lowered or removed ({old.budget_usd} -> {new.budget_usd}); a run's budget can only grow"
         )
     return Compatibility(ok=not problems, problems=problems)
+
+
+def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:
+    """`old` with its one judge under the id `new` gives the same judge, when `old` was written before
+    judge panels (its judge is filed under LEGACY_JUDGE, not its config id): so a resumed run keeps one
+    entry per judge, not a second one under a name the config never used."""
+    if (
+        old.judge_order
+        or set(old.judges) != {LEGACY_JUDGE}
+        or LEGACY_JUDGE in new.judges
+        or old.judge is None
+    ):
+        return old
+    same = [jid for jid, m in new.judges.items() if _same_judge(m, old.judge)]
+    if not same:
+        return old
+    judges = {k: v for k, v in old.judges.items() if k != LEGACY_JUDGE} | {same[0]: old.judge}
+    return dataclasses.replace(old, judges=judges, judge_order=(same[0],))
+
+
+def _same_judge(a: ModelEntry, b: ModelEntry) -> bool:
+    return (
+        a.model == b.model
+        and _canon(a.endpoint) == _canon(b.endpoint)
+        and _canon(a.params) == _canon(b.params)
+    )
 
 
 def _canon(v: Mapping[str, Any]) -> bytes:
@@ -250,10 +311,6 @@ def _diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
         elif _canon({"v": old[k]}) != _canon({"v": new[k]}):
             parts.append(f"{k} {old[k]!r} -> {new[k]!r}")
     return ", ".join(parts)
-
-
-def _judge_name(j: ModelEntry | None) -> str:
-    return "no judge" if j is None else repr(j.model)
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:

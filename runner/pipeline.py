@@ -63,14 +63,40 @@ class Counters:
 
 
 @dataclass(slots=True)
+class JudgeCounters:
+    """One judge's share of the sweep, for the board and summary.json: its verdicts and its calls."""
+
+    planned: int = 0
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
 class Pipeline:
     store: RunStore
-    judge: SupportsComplete | None
+    # The panel: every judge judges every pair into a verdict record of its own (its key names the
+    # judge), from the one generation. Empty when no benchmark of the sweep needs a judge.
+    judges: Sequence[SupportsComplete]
     retry_errors: bool
     counters: dict[tuple[str, str], Counters]  # (model label, benchmark table's report name)
     # What an answer depends on besides the request (runner.keys); an import answers from files instead.
     identify: Callable[[EndpointSpec], Identity] = endpoint_identity
+    judge_counters: dict[str, JudgeCounters] = field(default_factory=dict)  # by judge label
+    # Judges whose own cap (max_usd) ran out: they judge nothing more, the rest of the panel goes on.
+    exhausted_judges: set[str] = field(default_factory=set)
     _pending: dict[str, anyio.Event] = field(default_factory=dict)  # generation keys being fetched
+
+    def __post_init__(self) -> None:
+        for j in self.judges:
+            self.judge_counters.setdefault(j.spec.label, JudgeCounters())
+
+    def panel(self) -> tuple[SupportsComplete | None, ...]:
+        """The judges a pair gets a verdict from; (None,) without any: one verdict of rule values."""
+        return tuple(self.judges) if self.judges else (None,)
 
     # ------------------------------------------------------------------------------------------ keys
 
@@ -84,23 +110,24 @@ class Pipeline:
         job: BenchJob,
         inst: Instance,
         unscored: frozenset[int] = frozenset(),
+        judge: SupportsComplete | None = None,
     ) -> str:
-        judge = self.judge.spec if self.judge is not None else None
+        """The key of `judge`'s verdict on the pair (None: a sweep without judges)."""
+        js = judge.spec if judge is not None else None
         return keys.verdict_key(
             benchmark=job.cfg.label,
             instance_id=inst.instance_id,
             gen_key=gen_key,
             model=spec.label,
-            judge=None if judge is None else (self.identify(judge), judge.params),
+            judge=None if js is None else (self.identify(js), js.params),
             scoring=job.cfg.scoring,
             reask=job.cfg.reask,
             template=job.template_version,
             unscored=unscored,
         )
 
-    def _judge_key(self, messages: Sequence[Message], ask: int) -> str:
-        assert self.judge is not None
-        spec = self.judge.spec
+    def _judge_key(self, judge: SupportsComplete, messages: Sequence[Message], ask: int) -> str:
+        spec = judge.spec
         return keys.judge_key(self.identify(spec), spec.params, _msgs(messages), ask)
 
     def _cached(self, key: str) -> dict[str, Any] | None:
@@ -121,29 +148,85 @@ class Pipeline:
         *,
         unscored: frozenset[int] = frozenset(),
     ) -> Outcome:
-        """Score `inst` with `endpoint`'s answer into its own verdict record. `unscored` (imports only):
-        constraints the reference tool leaves out of its scores; they get no row and no judge call."""
+        """Score `inst` with `endpoint`'s answer into a verdict record per judge. `unscored` (imports
+        only): constraints the reference tool leaves out of its scores; they get no row and no judge
+        call. A judge added to a finished run finds every generation stored and sends only its calls."""
         spec = endpoint.spec
         c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        v_key = self.verdict_key(gen_key, spec, job, inst, unscored)
-        cached = self._cached(v_key)
-        if cached is not None:
-            if cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+        todo: list[tuple[SupportsComplete | None, str]] = []
+        kept_error = False
+        for judge in self.panel():
+            v_key = self.verdict_key(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(v_key)
+            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
+            if cached is None:
+                todo.append((judge, v_key))
+            elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+                kept_error = True
+                if jc is not None:
+                    jc.errors += 1
+            elif jc is not None:
+                jc.cached += 1
+                jc.done += 1
+        if not todo:
+            if kept_error:
                 c.errors += 1
                 return "error"
             c.cached += 1
             c.done += 1
             return "cached"
         gen = await self._generation(endpoint, job, inst, gen_key, c)
+        found: list[str] = ["skipped"] * len(todo)
+
+        async def judge_one(i: int, judge: SupportsComplete | None, v_key: str) -> None:
+            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, v_key, unscored, c)
+
+        if len(todo) == 1:
+            await judge_one(0, *todo[0])
+        else:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i, (judge, v_key) in enumerate(todo):
+                        tg.start_soon(judge_one, i, judge, v_key)
+            except BaseExceptionGroup as group:
+                raise _budget_only(group) or group from None
+        if "skipped" in found:
+            return "skipped"  # a judge's own cap ran out: the pair is not finished (summary says why)
+        if kept_error or "error" in found:
+            c.errors += 1
+            return "error"
+        c.done += 1
+        return "done"
+
+    async def _verdict(
+        self,
+        judge: SupportsComplete | None,
+        endpoint: SupportsComplete,
+        job: BenchJob,
+        inst: Instance,
+        gen: Mapping[str, Any],
+        gen_key: str,
+        v_key: str,
+        unscored: frozenset[int],
+        c: Counters,
+    ) -> str:
+        """One judge's verdict record on the pair: "ok", "error", or "skipped" when the judge's own
+        budget is spent (then no record: a later run with a higher cap judges it)."""
+        spec = endpoint.spec
+        label = judge.spec.label if judge is not None else None
+        jc = self.judge_counters.get(label) if label is not None else None
+        if label is not None and label in self.exhausted_judges:
+            return "skipped"
         if gen["status"] == "error":
             rows = [
                 _row(con.idx, inst, None, "judge", "error")
                 for con in inst.constraints
                 if con.idx not in unscored
             ]
-            self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error")
-            c.errors += 1
+            self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error", judge)
+            if jc is not None:
+                jc.errors += 1
             return "error"
         text = gen.get("text") or ""
         plan = job.bench.plan(inst, text, job.cfg.scoring)
@@ -155,12 +238,12 @@ class Pipeline:
         values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
         judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
         if judge_tasks:
-            if self.judge is None:
+            if judge is None:
                 raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
             results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in judge_tasks]
 
             async def run_task(i: int, task: JudgeTask) -> None:
-                results[i] = await self._judge_task(job, spec, inst, task, c)
+                results[i] = await self._judge_task(job, spec, inst, task, c, judge)
 
             try:
                 async with anyio.create_task_group() as tg:
@@ -169,7 +252,15 @@ class Pipeline:
             except BaseExceptionGroup as group:
                 # The budget running out under one judge task is the scheduler's signal to stop
                 # dispatching, not a failure: hand it on unwrapped, as a single call would.
-                raise _budget_only(group) or group from None
+                exhausted = _budget_only(group)
+                if exhausted is not None and exhausted.scope == label:
+                    # This judge's own cap: it stops, the rest of the panel and the models go on;
+                    # with no judge left, the sweep stops (answers nobody can judge are not bought).
+                    self.exhausted_judges.add(label)
+                    if all(j.spec.label in self.exhausted_judges for j in self.judges):
+                        raise exhausted from None
+                    return "skipped"
+                raise exhausted or group from None
             for r in results:
                 values.update({idx: v for idx, v in r.items() if idx not in unscored})
         rows = []
@@ -181,12 +272,13 @@ class Pipeline:
             rows.append(_row(con.idx, inst, v, source, st))
             if st == "error":
                 status = "error"
-        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status)
-        if status == "error":
-            c.errors += 1
-            return "error"
-        c.done += 1
-        return "done"
+        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status, judge)
+        if jc is not None:
+            if status == "error":
+                jc.errors += 1
+            else:
+                jc.done += 1
+        return status
 
     async def _generation(
         self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
@@ -224,9 +316,15 @@ class Pipeline:
             done.set()
 
     async def _judge_task(
-        self, job: BenchJob, spec: EndpointSpec, inst: Instance, task: JudgeTask, c: Counters
+        self,
+        job: BenchJob,
+        spec: EndpointSpec,
+        inst: Instance,
+        task: JudgeTask,
+        c: Counters,
+        judge: SupportsComplete,
     ) -> dict[int, tuple[bool | None, str, str]]:
-        assert self.judge is not None
+        jc = self.judge_counters.setdefault(judge.spec.label, JudgeCounters())
         out: dict[int, tuple[bool | None, str, str]] = {}
         replies: list[str] = []
         for turn_idx, turn in enumerate(task.turns):
@@ -234,13 +332,13 @@ class Pipeline:
             outcome: TurnOutcome | None = None
             reply = ""
             for ask in range(job.cfg.reask + 1):
-                key = self._judge_key(messages, ask)
+                key = self._judge_key(judge, messages, ask)
                 rec = self._cached(key)
                 fresh = rec is None
                 if rec is None:
-                    completion = await self.judge.complete(_msgs(messages))
+                    completion = await judge.complete(_msgs(messages))
                     rec = completion_record("judgment", key, completion) | {
-                        "judge": self.judge.spec.label,
+                        "judge": judge.spec.label,
                         "model": spec.label,
                         "benchmark": job.cfg.label,
                         "instance_id": inst.instance_id,
@@ -253,6 +351,9 @@ class Pipeline:
                     c.judge_input_tokens += completion.input_tokens
                     c.judge_output_tokens += completion.output_tokens
                     c.judge_latency_s += completion.latency_s
+                    jc.calls += 1
+                    jc.input_tokens += completion.input_tokens
+                    jc.output_tokens += completion.output_tokens
                 if rec["status"] == "error":
                     if fresh:
                         self.store.append(rec)
@@ -288,6 +389,7 @@ class Pipeline:
         inst: Instance,
         rows: list[dict[str, Any]],
         status: str,
+        judge: SupportsComplete | None = None,
     ) -> None:
         self.store.append(
             {
@@ -296,7 +398,7 @@ class Pipeline:
                 "key": key,
                 "status": status,
                 "model": spec.label,
-                "judge": self.judge.spec.label if self.judge is not None else None,
+                "judge": judge.spec.label if judge is not None else None,
                 "benchmark": job.cfg.label,
                 "instance_id": inst.instance_id,
                 "group_id": inst.group_id,

@@ -20,7 +20,23 @@ JUDGE_REPLY_LOW = 32  # a bare verdict list or YES/NO with a line of reasoning
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeShare:
+    """One judge's part of a (model, benchmark): its calls, tokens and cost range."""
+
+    judge: str
+    calls: int
+    input_tokens: int
+    output_low: int
+    output_high: int
+    cost_low: float | None
+    cost_high: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class Estimate:
+    """One (model, benchmark): its generations plus every judge's calls (`judge_calls`, tokens and
+    cost are the whole panel's; `judges` has each judge's share)."""
+
     model: str
     benchmark: str
     calls: int
@@ -31,6 +47,7 @@ class Estimate:
     cost_low: float | None
     cost_high: float | None
     minutes_by_limits: float | None
+    judges: tuple[JudgeShare, ...] = ()
 
 
 def _max_tokens(spec: EndpointSpec) -> int:
@@ -73,8 +90,7 @@ def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
 
 def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
     out = []
-    judge = cfg.judge
-    judge_price = _price(judge) if judge is not None else None
+    judge_prices = {j.label: _price(j) for j in cfg.judges}
     for spec in cfg.models:
         price = _price(spec)
         gen_max = _max_tokens(spec)
@@ -90,25 +106,41 @@ def estimate(cfg: SweepConfig, work: Work) -> list[Estimate]:
                 # the judged answer is not known yet: count it as a mid-length answer
                 jin += load.judge_prompt_tokens + load.judge_calls * (gen_max // 2)
             out_low, out_high = calls * gen_max // 4, calls * gen_max
-            j_max = _max_tokens(judge) if judge is not None else 0
-            j_low, j_high = judge_calls * JUDGE_REPLY_LOW, judge_calls * j_max
+            # Every judge of the panel makes the same calls; each at its own max_tokens and price.
+            shares = []
+            for judge in cfg.judges:
+                jp = judge_prices[judge.label]
+                j_low, j_high = judge_calls * JUDGE_REPLY_LOW, judge_calls * _max_tokens(judge)
+                known = jp is not None or judge_calls == 0
+                jp = jp or Price(0.0, 0.0)
+                shares.append(
+                    JudgeShare(
+                        judge=judge.label,
+                        calls=judge_calls,
+                        input_tokens=jin,
+                        output_low=j_low,
+                        output_high=j_high,
+                        cost_low=jp.cost(jin, j_low) if known else None,
+                        cost_high=jp.cost(jin, j_high) if known else None,
+                    )
+                )
             cost_low = cost_high = None
-            if price is not None and (judge_calls == 0 or judge_price is not None):
-                jp = judge_price or Price(0.0, 0.0)
-                cost_low = price.cost(tin, out_low) + jp.cost(jin, j_low)
-                cost_high = price.cost(tin, out_high) + jp.cost(jin, j_high)
+            if price is not None and all(s.cost_low is not None for s in shares):
+                cost_low = price.cost(tin, out_low) + sum(s.cost_low or 0.0 for s in shares)
+                cost_high = price.cost(tin, out_high) + sum(s.cost_high or 0.0 for s in shares)
             out.append(
                 Estimate(
                     model=spec.label,
                     benchmark=job.cfg.label,
                     calls=calls,
-                    judge_calls=judge_calls,
-                    input_tokens=tin + jin,
-                    output_low=out_low + j_low,
-                    output_high=out_high + j_high,
+                    judge_calls=judge_calls * len(shares),
+                    input_tokens=tin + jin * len(shares),
+                    output_low=out_low + sum(s.output_low for s in shares),
+                    output_high=out_high + sum(s.output_high for s in shares),
                     cost_low=cost_low,
                     cost_high=cost_high,
                     minutes_by_limits=_minutes(spec, calls, tin + out_high),
+                    judges=tuple(shares),
                 )
             )
     return out
@@ -149,4 +181,36 @@ def render_estimate(rows: list[Estimate]) -> str:
         total,
         "* minutes the model's own rpm/tpm limits imply; judge calls share the judge's limits",
     ]
+    judges = _by_judge(rows)
+    if judges:
+        head = f"{'judge':20s} {'calls':>8s} {'tokens in':>10s} {'tokens out':>17s} {'cost $':>19s}"
+        lines += ["", head, "-" * len(head)]
+        for j in judges:
+            cost = "unknown price" if j.cost_low is None else f"{j.cost_low:.4f}-{j.cost_high or 0.0:.4f}"
+            lines.append(
+                f"{j.judge[:20]:20s} {j.calls:8d} {j.input_tokens:10d} {j.output_low:8d}-{j.output_high:<8d} "
+                f"{cost:>19s}"
+            )
     return "\n".join(lines)
+
+
+def _by_judge(rows: list[Estimate]) -> list[JudgeShare]:
+    """Each judge's calls, tokens and cost over every (model, benchmark), in config order."""
+    out: dict[str, JudgeShare] = {}
+    for r in rows:
+        for s in r.judges:
+            t = out.get(s.judge)
+            if t is None:
+                out[s.judge] = s
+                continue
+            both = t.cost_low is not None and s.cost_low is not None
+            out[s.judge] = JudgeShare(
+                s.judge,
+                t.calls + s.calls,
+                t.input_tokens + s.input_tokens,
+                t.output_low + s.output_low,
+                t.output_high + s.output_high,
+                (t.cost_low or 0.0) + (s.cost_low or 0.0) if both else None,
+                (t.cost_high or 0.0) + (s.cost_high or 0.0) if both else None,
+            )
+    return list(out.values())

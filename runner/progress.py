@@ -17,7 +17,7 @@ from ifsweep.providers import EndpointStats, ProviderEvent
 from ifsweep.runner.board import Board, plain_line, rich_board, table_lines
 from ifsweep.runner.eta import OWN_BOUNDS, UNKNOWN, Outlook
 from ifsweep.runner.pace import RATE_WINDOW_S, Window
-from ifsweep.runner.pipeline import Counters
+from ifsweep.runner.pipeline import Counters, JudgeCounters
 from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
 from ifsweep.runner.workload import Tally, Use, use_by_endpoint
 
@@ -74,6 +74,8 @@ class ProgressState:
     _walked: float = 0.0  # when it was last done
     _sampled: float | None = None  # when the window was last sampled
     _efficiency: _Efficiency = field(default_factory=_Efficiency)
+    # Each judge's verdicts and calls (the pipeline's JudgeCounters), by label.
+    judges: Mapping[str, JudgeCounters] = field(default_factory=dict)
 
     def on_backoff(self, endpoint: str, message: str, wait_s: float | None, kind: str = "backoff") -> None:
         self.backoffs[endpoint] = Backoff(message, self.clock() + (wait_s or 2.0), kind)
@@ -94,6 +96,17 @@ class ProgressState:
         now = self.clock()
         tallies = {k: Tally.of(c) for k, c in self.counters.items()}
         use = use_by_endpoint(tallies, self.plan.judge if self.plan is not None else None)
+        panel = self.plan.panel if self.plan is not None else ()
+        if len(panel) > 1:
+            # One row per judge: its own calls and tokens, and the panel's latency (not kept apart).
+            whole = use.pop(panel[0], Use())
+            for label in panel:
+                jc = self.judges.get(label, JudgeCounters())
+                use[label] = Use(
+                    jc.calls,
+                    jc.input_tokens + jc.output_tokens,
+                    whole.latency_s * jc.calls / max(whole.calls, 1),
+                )
         self._sample(now, use)
         due = self.plan is not None and now >= self._due
         reading = self.reading(now, tallies, use, latency=due)
@@ -127,6 +140,7 @@ class ProgressState:
             tokens_per_min=None if tokens_per_s is None else tokens_per_s * 60,
             pair_errors=sum(c.errors for c in self.counters.values()),
             waits={label: self._waits(s.endpoint, now) for label, s in stats.items()},
+            judge_calls={label: jc.calls for label, jc in self.judges.items()},
         )
 
     def _sample(self, now: float, use: Mapping[str, Use]) -> None:
@@ -204,7 +218,20 @@ class ProgressState:
                 "efficiency": dict(self._efficiency.factor),
                 "cap_usd": self.caps.get(None),
                 "caps": {k: v for k, v in self.caps.items() if k is not None},
-            }
+            },
+            # Each judge's progress and spend (a pair is done when every judge has its verdict).
+            "by_judge": [
+                {
+                    "judge": label,
+                    "planned": jc.planned,
+                    "done": jc.done,
+                    "cached": jc.cached,
+                    "errors": jc.errors,
+                    "calls": jc.calls,
+                    "spent_usd": self.spent(label),
+                }
+                for label, jc in self.judges.items()
+            ],
         }
 
 

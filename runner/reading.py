@@ -21,7 +21,14 @@ class SweepPlan:
     shapes: Mapping[str, BenchShape]
     workers: Mapping[str, int]  # per model label: pairs it may have in flight
     slots: int | None  # the sweep's cap on calls in flight
-    judge: str | None  # the judge's label
+    # The first judge's label: the ETA's walk models the panel as this one endpoint carrying every
+    # judge's calls at the panel's capacity (`panel_capacity`; docs/design/judges.md).
+    judge: str | None
+    judges: tuple[str, ...] = ()  # every judge of the panel, in config order
+
+    @property
+    def panel(self) -> tuple[str, ...]:
+        return self.judges or ((self.judge,) if self.judge is not None else ())
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -30,6 +37,7 @@ class SweepPlan:
             "workers": dict(self.workers),
             "slots": self.slots,
             "judge": self.judge,
+            "judges": list(self.panel),
         }
 
     @classmethod
@@ -46,12 +54,16 @@ class SweepPlan:
             raise ValueError(f"{where}.slots: expected an integer or null")
         if judge is not None and not isinstance(judge, str):
             raise ValueError(f"{where}.judge: expected a label or null")
+        judges = obj.get("judges", [judge] if judge is not None else [])
+        if not isinstance(judges, list) or not all(isinstance(j, str) for j in judges):
+            raise ValueError(f"{where}.judges: expected a list of labels")
         return cls(
             tuple(order),
             {b: BenchShape.from_json(f"{where}.shapes.{b}", s) for b, s in shapes.items()},
             workers,
             slots,
             judge,
+            tuple(judges),
         )
 
 
@@ -119,6 +131,8 @@ class Reading:
     pair_errors: int
     waits: Mapping[str, str] = field(default_factory=dict)  # a back-off in words, by label
     state: str = "running"
+    # Calls made by each judge of a panel (by label); with one judge its calls are the tallies' own.
+    judge_calls: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def judge(self) -> str | None:
@@ -153,16 +167,42 @@ class Reading:
         plan = self.plan
         if plan is None:
             return Outlook(None)
-        return outlook(lanes, self.capacities(), judge=plan.judge, slots=plan.slots)
+        caps = self.capacities()
+        if len(plan.panel) > 1 and plan.judge is not None:
+            caps[plan.judge] = panel_capacity([caps.get(j) for j in plan.panel])
+        return outlook(lanes, caps, judge=plan.judge, slots=plan.slots)
 
     def made(self) -> dict[str, int]:
         """Calls made per endpoint label: each model's generations; the judge's calls."""
         made: dict[str, int] = {}
         for (model, _b), t in self.tallies.items():
             made[model] = made.get(model, 0) + t.gen_calls
-        if self.judge is not None:
+        panel = self.plan.panel if self.plan is not None else ()
+        if len(panel) > 1:
+            for label in panel:
+                made[label] = self.judge_calls.get(label, 0)
+        elif self.judge is not None:
             made[self.judge] = sum(t.judge_calls for t in self.tallies.values())
         return made
+
+
+def panel_capacity(caps: list[Capacity | None]) -> Capacity | None:
+    """A panel of judges as the one judge endpoint the walk knows: each judge makes an equal share of
+    the panel's calls, so together they manage as many times the slowest judge's pace as there are
+    judges; a pair waits for the slowest reply (the judges answer it at once). None while any judge's
+    pace is unknown."""
+    if not caps or any(c is None for c in caps):
+        return None
+    known = [c for c in caps if c is not None]
+    n = len(known)
+    slowest = min(known, key=lambda c: c.calls_per_s)
+    latencies = [c.latency_s for c in known if c.latency_s is not None]
+    return Capacity(
+        n * slowest.calls_per_s,
+        n * min(c.tokens_per_s for c in known),
+        max(latencies) if latencies else None,
+        slowest.calls_bound,
+    )
 
 
 def settled(seen: Outlook, lanes: list[Lane], labels: list[str]) -> Outlook:
@@ -176,6 +216,11 @@ def make_board(reading: Reading, lanes: list[Lane], seen: Outlook) -> Board:
     """The board of a reading, at the outlook `seen` (from `reading.outlook`, perhaps cached)."""
     made = reading.made()
     left = calls_left(lanes, reading.judge) if reading.plan is not None else None
+    panel = reading.plan.panel if reading.plan is not None else ()
+    if left is not None and len(panel) > 1 and reading.judge in left:
+        # The walk carries the whole panel's calls on the first judge; each judge makes its share.
+        share = left.pop(reading.judge) / len(panel)
+        left.update(dict.fromkeys(panel, share))
     rows = [_row(reading, label, n, left, seen) for label, n in made.items()]
     calls = sum(made.values())
     totals = Totals(
@@ -199,9 +244,11 @@ def _row(
 ) -> EndpointRow:
     lim = reading.limits.get(label, Limits())
     pace = reading.pace.get(label, Pace())
+    panel = reading.plan.panel if reading.plan is not None else ()
+    walked = reading.judge if label in panel and reading.judge is not None else label  # the panel's
     return EndpointRow(
         label=label,
-        role="judge" if label == reading.judge else "model",
+        role="judge" if label == reading.judge or (reading.plan and label in reading.plan.panel) else "model",
         calls=calls,
         calls_expected=None if left is None else calls + left.get(label, 0.0),
         calls_per_min=pace.calls_per_min,
@@ -215,6 +262,6 @@ def _row(
         waits=reading.waits.get(label, ""),
         spent=reading.spent.get(label, 0.0),
         cap=reading.caps.get(label),
-        eta_s=None if seen.seconds is None else seen.finish_s.get(label),
-        held_by=seen.bound.get(label, ""),
+        eta_s=None if seen.seconds is None else seen.finish_s.get(walked),
+        held_by=seen.bound.get(walked, ""),
     )

@@ -13,7 +13,7 @@ from ifsweep.runner.errors import UsageError
 if TYPE_CHECKING:
     import polars as pl
 
-    from ifsweep.metrics import Catalog
+    from ifsweep.metrics import Agreement, Catalog
     from ifsweep.runner.status import StatusReport
 
 
@@ -47,37 +47,103 @@ def require_run_dir(run_dir: Path) -> None:
         raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
 
 
-def report(run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None) -> str:
+def panel_of(run_dir: Path) -> tuple[str, ...]:
+    """The judges the run's config names, in order (the manifest's); () when it names none."""
+    from ifsweep.runner.manifest import read_manifest
+
+    manifest = read_manifest(run_dir)
+    return manifest.judge_order if manifest is not None else ()
+
+
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
+    """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
+    judge) and the judges they hold; UsageError for a judge the run has no verdicts of."""
     from ifsweep import metrics
-    from ifsweep.runner.compact import load_call_records, load_verdict_rows
+    from ifsweep.runner.compact import load_verdict_rows
 
     require_run_dir(run_dir)
     rows = load_verdict_rows(run_dir)
     if rows.height == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
+    try:
+        chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
+    except ValueError as e:
+        raise UsageError(f"{run_dir}: {e}") from None
+    return chosen.collect(), judges
+
+
+def report(
+    run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None, judge: str | None = None
+) -> str:
+    """The report of one judge's verdicts (`judge`: an id, "majority", or None for the first configured
+    judge), or with "all" every judge's figures apart (table, json and csv)."""
+    from ifsweep import metrics
+    from ifsweep.runner.compact import load_call_records
+
+    if judge == "all" and fmt in ("md", "html"):
+        raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
+    rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
     else:
-        analytics = metrics.analytics(load_call_records(run_dir), table)
+        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
-            text = metrics.render_html(table, catalog, analytics, _paired_primary(rows, catalog))
+            panel = _panel_section(run_dir, catalog)
+            text = metrics.render_html(
+                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+            )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
 
 
+def _calls_of(calls: pl.DataFrame, judges: list[str | None], run_dir: Path) -> pl.DataFrame:
+    """The generations, and the judgments of the judges whose figures the report shows (the majority's:
+    the panel's), so its spend and unparsed rates are theirs."""
+    import polars as pl
+
+    from ifsweep import metrics
+
+    if judges == [metrics.MAJORITY]:
+        named = [j for j in metrics.judges_in(calls.filter(pl.col("kind") == "judgment")) if j is not None]
+        shown = [j for j in panel_of(run_dir) if j in named] or named
+    else:
+        shown = [j for j in judges if j is not None]
+    if not shown:
+        return calls
+    return calls.filter((pl.col("kind") == "generation") | pl.col("judge").is_in(shown))
+
+
 def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
+    import polars as pl
+
     from ifsweep import metrics
 
     if fmt == "json":
         return metrics.render_json(table)
     if fmt == "csv":
         return metrics.render_csv(table)
-    return metrics.render_table(table, catalog)
+    judges = table.get_column("judge").unique(maintain_order=True).to_list() if table.height else []
+    if len(judges) <= 1:
+        return metrics.render_table(table, catalog)
+    # Every judge's leaderboards apart, one after another, each under its judge's name.
+    parts = []
+    for j in judges:
+        mine = table.filter(pl.col("judge").is_null() if j is None else pl.col("judge") == j)
+        parts.append(f"judge: {j if j is not None else '(none)'}\n{metrics.render_table(mine, catalog)}")
+    return "\n\n".join(parts)
+
+
+def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
+    """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
+    from ifsweep.runner.agreement import run_agreement
+
+    found = run_agreement(run_dir, resamples=200)
+    return found if len(found.judges) > 1 else None
 
 
 def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
@@ -126,9 +192,23 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
+    if len(report.judges) > 1:  # a panel: each judge's progress (one judge is the board's judge row)
+        lines += ["", *_judge_lines(report)]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
     return "\n".join(lines)
+
+
+def _judge_lines(report: StatusReport) -> list[str]:
+    """Per judge: the pairs it has judged (a verdict of its own each), its calls and its spend."""
+    head = f"{'judge':24s} {'planned':>8s} {'judged':>8s} {'errors':>7s} {'calls':>8s} {'spent $':>10s}"
+    lines = [head, "-" * len(head)]
+    for j in report.judges:
+        lines.append(
+            f"{str(j['judge'])[:24]:24s} {_opt(j['planned']):>8s} {j['done']:8d} {j['errors']:7d} "
+            f"{j['calls']:8d} {float(j['spent_usd']):10.4f}"
+        )
+    return lines
 
 
 def _partition_lines(report: StatusReport) -> list[str]:

@@ -110,6 +110,9 @@ class StatusReport:
     # The newest summary written under a coordinator: {coordinator, spent_usd (the shared ledger's
     # total as that process last saw it), updated_at}; None if no writer had one.
     shared: dict[str, Any] | None
+    # Per judge that left a record: {judge, planned (pairs, None if unknown), done (error-free
+    # verdicts), errors (verdicts with an error), calls (its distinct calls), spent_usd}.
+    judges: list[dict[str, Any]] = field(default_factory=list)
 
 
 def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> list[dict[str, Any]]:
@@ -125,30 +128,45 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
     spent: dict[tuple[str, str], float] = defaultdict(float)
     writers = [writer for writer, _, _ in shard_files(run_dir)]
     by_writer: dict[str, float] = defaultdict(float)
-    # newest per key: (model, benchmark, is_error, instance_id or None for calls)
-    newest: dict[bytes, tuple[tuple[str, str], bool, str | None]] = {}
+    judge_spent: dict[str, float] = defaultdict(float)
+    # newest per key: (model, benchmark, is_error, instance_id or None for calls, judge or None)
+    newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = {}
     for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
         rec = sl.record()
-        entry: tuple[tuple[str, str], bool, str | None]
+        entry: tuple[tuple[str, str], bool, str | None, str | None]
         group = (str(rec.get("model")), str(rec.get("benchmark")))
+        judge = rec.get("judge") if sl.kind != "generation" else None
+        judge = None if judge is None else str(judge)
         if sl.kind == "verdict":
             verdict_error = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
-            entry = (group, verdict_error, str(rec.get("instance_id")))
+            entry = (group, verdict_error, str(rec.get("instance_id")), judge)
         else:
             cost = rec.get("cost_usd")
             if isinstance(cost, int | float):
                 spent[group] += float(cost)
                 by_writer[writers[sl.file_no]] += float(cost)
-            entry = (group, sl.is_error, None)
+                if judge is not None:
+                    judge_spent[judge] += float(cost)
+            entry = (group, sl.is_error, None, judge)
         old = newest.get(sl.key)
         if old is None or not entry[1] or old[1]:
             newest[sl.key] = entry
-    done: dict[tuple[str, str], set[str]] = defaultdict(set)
+    # An instance is done when each configured judge has an error-free verdict of it (without a known
+    # panel, when any judge has).
+    verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
     errors: dict[tuple[str, str], int] = defaultdict(int)
-    for group, is_error, instance in newest.values():
+    judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # judge -> [done, errors, calls]
+    for group, is_error, instance, judge in newest.values():
         if instance is None:
             errors[group] += is_error
         elif not is_error:
+            verdicts[(group, instance)].add(judge)
+        if judge is not None:
+            judged[judge][2 if instance is None else 1 if is_error else 0] += 1
+    panel = set(_panel(run_dir))
+    done: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for (group, instance), by in verdicts.items():
+        if not panel or panel <= by:
             done[group].add(instance)
     planned = _planned(run_dir)
     groups = sorted(set(planned) | set(spent) | set(done) | set(errors))
@@ -164,7 +182,19 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
         for m, b in groups
     ]
     partitions, shared = _partitions(run_dir, by_writer)
-    return StatusReport(rows, partitions, round(sum(by_writer.values()), 10), shared)
+    pairs = sum(planned.values()) if planned else None
+    judges = [
+        {
+            "judge": label,
+            "planned": pairs,
+            "done": judged[label][0],
+            "errors": judged[label][1],
+            "calls": judged[label][2],
+            "spent_usd": round(judge_spent.get(label, 0.0), 10),
+        }
+        for label in sorted(set(judged) | set(judge_spent), key=natural_key)
+    ]
+    return StatusReport(rows, partitions, round(sum(by_writer.values()), 10), shared, judges)
 
 
 def _partitions(
@@ -251,9 +281,12 @@ class _Scan:
     endpoints: dict[str, _Endpoint] = field(default_factory=dict)
     groups: dict[tuple[str, str], _Group] = field(default_factory=lambda: defaultdict(_Group))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # calls still in error
+    judge_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # distinct, per judge
 
 
-def _scan(run_dir: Path, since: float, damaged: list[DamageReport] | None) -> _Scan:
+def _scan(
+    run_dir: Path, since: float, damaged: list[DamageReport] | None, panel: tuple[str, ...] = ()
+) -> _Scan:
     """One pass over the shards. A key written more than once (an error, then its retry) counts once,
     as its newest record says; every record counts for dollars, 429s and pace."""
     out = _Scan()
@@ -264,20 +297,29 @@ def _scan(run_dir: Path, since: float, damaged: list[DamageReport] | None) -> _S
         label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
         if sl.kind == "verdict":
             failed = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
-            label = "verdict"
+            label = "verdict:" + str(rec.get("judge"))
         else:
             failed = sl.is_error
             _count_call(out, label, group, sl.kind, rec, since, first=sl.key not in newest)
+            if sl.kind == "judgment" and sl.key not in newest:
+                out.judge_calls[label] += 1
         old = newest.get(sl.key)
         if old is None or not failed or old[2]:
             newest[sl.key] = (label, group, failed)
+    # Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
+    # (without a known panel, every judge that wrote one), failed when any of them failed.
+    verdicts: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
     for label, group, failed in newest.values():
-        if label == "verdict":
-            g = out.groups[group]
-            g.failed += failed
-            g.done += not failed
+        if label.startswith("verdict:"):
+            counts = verdicts[group].setdefault(label[len("verdict:") :], [0, 0])
+            counts[failed] += 1
         elif failed:
             out.errors[label] += 1
+    for group, by_judge in verdicts.items():
+        wanted = [by_judge.get(j, [0, 0]) for j in panel] if panel else list(by_judge.values())
+        g = out.groups[group]
+        g.failed = max(f for _, f in wanted)
+        g.done = max(0, min(d + f for d, f in wanted) - g.failed)
     return out
 
 
@@ -345,7 +387,7 @@ def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageRe
     running = state == "running" and now - updated < RUNNING_WITHIN_S
     if state == "running" and not running:
         state = "not running"
-    scan = _scan(run_dir, now - RATE_WINDOW_S, damaged)
+    scan = _scan(run_dir, now - RATE_WINDOW_S, damaged, plan.panel if plan is not None else _panel(run_dir))
     reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
@@ -378,7 +420,19 @@ def _reading(
         tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,
         pair_errors=sum(g.failed for g in scan.groups.values()),
         state="running" if running else state,
+        judge_calls=dict(scan.judge_calls),
     )
+
+
+def _panel(run_dir: Path) -> tuple[str, ...]:
+    """The configured judges the manifest names (a run without summaries); () when it names none."""
+    from ifsweep.runner.manifest import ManifestError, read_manifest
+
+    try:
+        manifest = read_manifest(run_dir)
+    except ManifestError:
+        return ()
+    return manifest.judge_order if manifest is not None else ()
 
 
 def _tallies(scan: _Scan, planned: dict[tuple[str, str], int]) -> dict[tuple[str, str], Tally]:

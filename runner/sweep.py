@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from ifsweep.runner.manifest import (
     compare,
     older_records,
     read_manifest,
+    relabel_legacy_judge,
     write_manifest,
 )
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
@@ -52,7 +53,7 @@ from ifsweep.runner.scheduler import (
 from ifsweep.runner.shards import DiskFullError
 from ifsweep.runner.spooled import SpooledInstances
 from ifsweep.runner.status import summary_name
-from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned
+from ifsweep.runner.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
 from ifsweep.runner.workload import bench_shapes
 
 SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
@@ -80,18 +81,22 @@ class SweepResult:
 
 
 def specs_of(cfg: SweepConfig) -> list[EndpointSpec]:
-    """The models, then the judge if there is one."""
-    return [*cfg.models, *([cfg.judge] if cfg.judge is not None else [])]
+    """The models, then the judges."""
+    return [*cfg.models, *cfg.judges]
 
 
 def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
     """What the progress board and its ETA need to know of the sweep's shape."""
+    n = max(1, len(cfg.judges))
+    # Every judge of the panel makes a pair's judge calls: the walk sees them all (runner/reading.py).
+    shapes = {b: replace(s, judge_calls=s.judge_calls * n) for b, s in bench_shapes(work).items()}
     return SweepPlan(
         order=tuple(job.cfg.label for job, _ in work.jobs),
-        shapes=bench_shapes(work),
+        shapes=shapes,
         workers={s.label: worker_cap(s, cfg) for s in cfg.models},
         slots=cfg.run.concurrency,
         judge=cfg.judge.label if cfg.judge is not None else None,
+        judges=tuple(s.label for s in cfg.judges),
     )
 
 
@@ -131,14 +136,13 @@ def needs_judge(work: Work) -> bool:
 
 
 def check_ready(cfg: SweepConfig, work: Work) -> None:
-    if cfg.judge is None and needs_judge(work):
+    if not cfg.judges and needs_judge(work):
         raise ConfigError(
             cfg.path, "judge", "missing: the selected benchmarks need a judge model ([judge] table)"
         )
     from ifsweep.providers.pricing import check_prices
 
-    specs: list[EndpointSpec] = list(cfg.models) + ([cfg.judge] if cfg.judge is not None else [])
-    check_prices(specs, sweep_cap=cfg.run.max_usd is not None)
+    check_prices(specs_of(cfg), sweep_cap=cfg.run.max_usd is not None)
 
 
 async def run_sweep(
@@ -204,14 +208,18 @@ async def run_sweep(
             global_concurrency=cfg.run.concurrency,
             coordinator=coordinator,
         ) as pool:
-            judge = pool.endpoint(cfg.judge) if cfg.judge is not None else None
+            judges = [pool.endpoint(s) for s in cfg.judges]
             endpoints = [pool.endpoint(s) for s in cfg.models]
-            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *([judge] if judge else []))})
-            pipeline = Pipeline(store=store, judge=judge, retry_errors=retry, counters=counters)
+            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
+            pipeline = Pipeline(store=store, judges=judges, retry_errors=retry, counters=counters)
+            state.judges = pipeline.judge_counters
+            pairs = sum(c.planned for c in counters.values())
+            for jc in pipeline.judge_counters.values():
+                jc.planned = pairs
 
             by_label = {e.spec.label: e for e in endpoints}
             elastic = Elastic(
-                room=lambda: pool.has_room() and not (judge is not None and judge.congested()),
+                room=lambda: pool.has_room() and not any(j.congested() for j in judges),
                 congested=lambda label: by_label[label].congested(),
             )
 
@@ -246,9 +254,15 @@ async def run_sweep(
                 status, message = "failed", _describe(e)
         if stop.reason is not None:
             status = stop.reason
-        elif stop.exhausted_models and status == "complete":
+            if status == "budget_exhausted" and pipeline.exhausted_judges and not message:
+                message = "budget reached for " + ", ".join(
+                    f"judge {j}" for j in sorted(pipeline.exhausted_judges)
+                )
+        elif (stop.exhausted_models or pipeline.exhausted_judges) and status == "complete":
             status = "budget_exhausted"
-            message = "budget reached for " + ", ".join(sorted(stop.exhausted_models))
+            message = "budget reached for " + ", ".join(
+                [*sorted(stop.exhausted_models), *(f"judge {j}" for j in sorted(pipeline.exhausted_judges))]
+            )
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
         if status == "complete":
@@ -287,7 +301,7 @@ async def run_sweep(
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
     for spec, job, inst in all_pairs(work, cfg.models, keep):
-        yield planned(pipeline, spec, job, inst)
+        yield from planned_verdicts(pipeline, spec, job, inst)
 
 
 class IncompatibleRun(ValueError):
@@ -314,6 +328,8 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         },
         models={s.label: entry(s) for s in cfg.models},
         judge=entry(cfg.judge) if cfg.judge is not None else None,
+        judges={s.label: entry(s) for s in cfg.judges},
+        judge_order=tuple(s.label for s in cfg.judges),
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
     )
@@ -355,6 +371,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
     if old is None and (why := older_records(run_dir)) is not None:
         raise IncompatibleRun(why)
     if old is not None:
+        old = relabel_legacy_judge(old, new)
         verdict = compare(old, new)
         if not verdict.ok:
             raise IncompatibleRun(f"{run_dir}: {verdict.message()}")
@@ -365,6 +382,10 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
             benchmarks={**old.benchmarks, **new.benchmarks},
             models={**old.models, **new.models},
             judge=new.judge,
+            # A judge left out of the config keeps its entry (its verdicts stay in the shards); the
+            # order names the configured panel, whose first judge reports show by default.
+            judges={**old.judges, **new.judges},
+            judge_order=new.judge_order,
             budget_usd=new.budget_usd,
             limits=new.limits,
         )
@@ -393,7 +414,7 @@ def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator
     budget = Budget(
         cfg.run.max_usd, spent_usd=spent_total, shared=coordinator.ledger if coordinator else None
     )
-    for spec in (*cfg.models, *([cfg.judge] if cfg.judge else [])):
+    for spec in specs_of(cfg):
         budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
     return budget
 

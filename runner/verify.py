@@ -15,10 +15,10 @@ import numpy as np
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.runner.pipeline import BenchJob, Pipeline
+from ifsweep.runner.pipeline import BenchJob, Pipeline, SupportsComplete
 from ifsweep.runner.shards import RunStore
 
-__all__ = ["IncompleteVerdicts", "Planned", "check_verdicts", "planned"]
+__all__ = ["IncompleteVerdicts", "Planned", "check_verdicts", "planned", "planned_verdicts"]
 
 _SHOWN = 5  # problems spelled out in the message; the rest are counted
 
@@ -44,6 +44,7 @@ class Planned:
     model: str
     benchmark: str  # the table's report name
     instance: Instance
+    judge: str | None = None  # whose verdict (None: a sweep without judges)
 
 
 def planned(
@@ -52,10 +53,24 @@ def planned(
     job: BenchJob,
     inst: Instance,
     unscored: frozenset[int] = frozenset(),
+    judge: SupportsComplete | None = None,
 ) -> Planned:
+    """The verdict of `judge` (default: the pipeline's first judge, or none) the pair must end with."""
+    judge = judge if judge is not None else pipeline.panel()[0]
     gen_key = pipeline.generation_key(spec, inst)
-    key = pipeline.verdict_key(gen_key, spec, job, inst, unscored)
-    return Planned(key, spec.label, job.cfg.label, inst)
+    key = pipeline.verdict_key(gen_key, spec, job, inst, unscored, judge)
+    return Planned(key, spec.label, job.cfg.label, inst, judge.spec.label if judge is not None else None)
+
+
+def planned_verdicts(
+    pipeline: Pipeline,
+    spec: EndpointSpec,
+    job: BenchJob,
+    inst: Instance,
+    unscored: frozenset[int] = frozenset(),
+) -> list[Planned]:
+    """Every verdict one pair must end with: one per judge of the panel."""
+    return [planned(pipeline, spec, job, inst, unscored, judge) for judge in pipeline.panel()]
 
 
 def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> None:
@@ -83,7 +98,8 @@ def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> N
 
 
 def _who(p: Planned) -> str:
-    return f"{p.model} / {p.benchmark} / {p.instance.instance_id}"
+    judge = f" (judge {p.judge})" if p.judge is not None else ""
+    return f"{p.model} / {p.benchmark} / {p.instance.instance_id}{judge}"
 
 
 def _shared_keys(raw: bytearray) -> set[str]:
@@ -100,7 +116,7 @@ def _record_problem(store: RunStore, p: Planned) -> str | None:
     if rec is None:
         return "no verdict record"
     found = (rec.get("model"), rec.get("benchmark"), rec.get("instance_id"))
-    if found != (p.model, p.benchmark, p.instance.instance_id):
+    if found != (p.model, p.benchmark, p.instance.instance_id) or rec.get("judge") != p.judge:
         return f"its verdict key holds the record of {found}"
     if rec.get("status") == "error":
         return None  # error rows are what coverage counts; a resume retries them

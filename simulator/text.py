@@ -97,9 +97,12 @@ def _digest(*parts: bytes) -> int:
     return int.from_bytes(h.digest(), "big")
 
 
-def _unit(*parts: bytes) -> float:
+def unit(*parts: bytes) -> float:
     """A hash mapped to [0, 1)."""
     return _digest(*parts) / 2.0**64
+
+
+_unit = unit
 
 
 def model_quality(model: str) -> float:
@@ -165,7 +168,7 @@ def answer(
 ) -> Reply:
     """The simulator's reply to a chat request: a judge-shaped reply when a registered benchmark knows
     the prompt as its judge request, else a filler answer; cut at max_tokens either way."""
-    text = judges.reply(messages, seed)
+    text = judges.reply(messages, seed, model)
     if text is None:
         text = filler_answer(model, messages, seed)
     return cut_to_tokens(text, max_tokens) if max_tokens is not None else Reply(text, "stop")

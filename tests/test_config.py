@@ -65,7 +65,7 @@ def test_good_config_parses_into_typed_records(tmp_path: Path) -> None:
         (("max_tokens = 64", "max_tokens = 0"), "models[0].params.max_tokens", "positive integer"),
         (('model = "openai/gpt-4o-mini"', 'model = "gpt4omini"'), "models[0].model", "names no provider"),
         ((", output_per_mtok = 0.6 }", " }"), "models[0].price.output_per_mtok", "missing"),
-        (("[judge]", "[judges]"), "judges", "did you mean 'judge'"),
+        (("[judge]", "[judges]"), "judges", "write [[judges]]"),
     ],
 )
 def test_each_mistake_names_its_key(tmp_path: Path, change: tuple[str, str], key: str, words: str) -> None:

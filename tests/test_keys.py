@@ -185,7 +185,7 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
     spec = EndpointSpec(label="m", model="openai/sim-m", api_base="http://127.0.0.1:9/v1")
     with RunStore.open(tmp_path, writer_id="t") as store:
         pipeline = Pipeline(
-            store=store, judge=None, retry_errors=True, counters={("m", "cfbench"): Counters()}
+            store=store, judges=(), retry_errors=True, counters={("m", "cfbench"): Counters()}
         )
         pairs = [planned(pipeline, spec, job, i) for i in insts]
         with pytest.raises(IncompleteVerdicts, match=r"(?s)3 of 3 planned .*no verdict record"):

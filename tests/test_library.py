@@ -184,7 +184,7 @@ def test_plan_status_verdicts_scores_and_report(tmp_path: Path, sim: SimulatorTh
     assert set(v.get_column("benchmark").to_list()) == {"cfbench"}
 
     s = ifsweep.scores(out)
-    assert set(s.columns) == {"benchmark", "model", "metric", "slice", "value", "n"}
+    assert set(s.columns) == {"benchmark", "model", "judge", "metric", "slice", "value", "n"}
     assert {"CSR", "ISR", "PSR", "coverage"} <= set(s.get_column("metric").to_list())
     # The same numbers from the rows themselves, and from a file of them.
     assert ifsweep.scores(v).equals(s)

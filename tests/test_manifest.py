@@ -17,6 +17,7 @@ from ifsweep.runner.manifest import (
     ModelEntry,
     compare,
     read_manifest,
+    relabel_legacy_judge,
     write_manifest,
 )
 
@@ -37,6 +38,9 @@ def manifest(**changes: object) -> Manifest:
         budget_usd=10.0,
         limits={"concurrency": 64},
     )
+    if "judge" in changes and "judges" not in changes:  # the one judge, under the id [judge] gives it
+        judge = changes["judge"]
+        changes |= {"judges": {} if judge is None else {"judge": judge}, "judge_order": ("judge",)}
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -104,11 +108,16 @@ def test_incompatible_changes_each_named() -> None:
     assert "benchmark 'infobench': data changed" in text
     assert "benchmark 'infobench': scoring changed from 'reference' to 'paper'" in text
     assert "model 'small': params changed: temperature 0.0 -> 0.7" in text
-    assert "judge changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
+    assert (
+        "judge 'judge': provider model changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
+    )
     assert "budget lowered" in text
     assert len(result.problems) == 7
     assert "new run" in result.message() and "output_dir" in result.message()
-    assert not compare(old, manifest(judge=None)).ok
+    # A judge may leave the panel (its verdicts stay, apart) or join it: neither mixes anything.
+    assert compare(old, manifest(judge=None)).ok
+    added = manifest(judges={"judge": old.judges["judge"], "cheap": ModelEntry("openai/gpt-4o-mini")})
+    assert compare(old, added).ok
 
 
 def test_bad_manifest_files_name_file_and_field(tmp_path: Path) -> None:
@@ -147,7 +156,7 @@ def test_a_changed_endpoint_is_refused() -> None:
     judge_old = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://a:8000/v1")))
     judge_new = manifest(judge=ModelEntry("hosted_vllm/ckpt", {}, _endpoint("http://b:8000/v1")))
     assert compare(judge_old, judge_new).problems == [
-        "judge endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
+        "judge 'judge': endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
     ]
 
 
@@ -160,3 +169,17 @@ def test_an_older_schema_is_refused_with_the_reason_and_the_way_out(tmp_path: Pa
     text = str(info.value)
     assert "written by an older ifsweep (manifest schema 1)" in text
     assert "pay for every call again" in text and "another run.output_dir" in text
+
+
+def test_a_manifest_from_before_judge_panels_names_its_judge_by_the_config_id(tmp_path: Path) -> None:
+    old = manifest()
+    raw = old.to_dict()
+    del raw["judges"], raw["judge_order"]  # as written before panels: one judge, no id
+    legacy = Manifest.from_dict(raw)
+    assert legacy.judges == {"judge": old.judge} and legacy.judge_order == ()  # no panel named
+    assert old.judge is not None
+    new = manifest(judges={"big-judge": old.judge}, judge_order=("big-judge",))
+    renamed = relabel_legacy_judge(legacy, new)
+    assert renamed.judges == {"big-judge": old.judge} and compare(renamed, new).ok
+    other = manifest(judges={"big-judge": ModelEntry("openai/o3")}, judge_order=("big-judge",))
+    assert relabel_legacy_judge(legacy, other) is legacy  # another judge: the old one keeps its entry

@@ -275,7 +275,7 @@ def test_per_benchmark_functions_agree_with_compute_metrics(rows: list[Row]) -> 
     df = frame(rows)
     whole = metrics_of(df).filter(pl.col("metric") != "coverage")
     parts = pl.concat([metrics.benchmark_metrics(df, b) for b in CATALOG.benchmarks]).sort(
-        ["benchmark", "model", "metric", "slice"]
+        ["benchmark", "model", "judge", "metric", "slice"]
     )
     assert parts.equals(whole)
     assert metrics.coverage_metrics(df).equals(metrics_of(df).filter(pl.col("metric") == "coverage"))
@@ -391,9 +391,9 @@ def test_eifbench_levels() -> None:
 def test_output_is_sorted_and_typed() -> None:
     rows = [row(b, m, "i", 0, True, level=1, category="c") for b in BENCHES for m in ("z", "a")]
     out = metrics_of(frame(rows))
-    assert out.columns == ["benchmark", "model", "metric", "slice", "value", "n"]
-    assert out.dtypes == [pl.String, pl.String, pl.String, pl.String, pl.Float64, pl.Int64]
-    assert out.equals(out.sort(["benchmark", "model", "metric", "slice"]))
+    assert out.columns == ["benchmark", "model", "judge", "metric", "slice", "value", "n"]
+    assert out.dtypes == [pl.String, pl.String, pl.String, pl.String, pl.String, pl.Float64, pl.Int64]
+    assert out.equals(out.sort(["benchmark", "model", "judge", "metric", "slice"]))
     assert metrics_of(frame(rows).reverse().lazy()).equals(out)
 
 

@@ -78,7 +78,17 @@ def test_intervals_are_seeded_and_ordered() -> None:
     assert one.equals(metrics_of(rows, ci=True, resamples=300, seed=5))
     assert not one.equals(metrics_of(rows, ci=True, resamples=300, seed=6))
     assert (one["ci_low"] <= one["ci_high"]).all()
-    assert one.columns == ["benchmark", "model", "metric", "slice", "value", "n", "ci_low", "ci_high"]
+    assert one.columns == [
+        "benchmark",
+        "model",
+        "judge",
+        "metric",
+        "slice",
+        "value",
+        "n",
+        "ci_low",
+        "ci_high",
+    ]
     constant = one.filter(pl.col("metric") == "coverage")
     assert (constant["ci_low"] == 1.0).all() and (constant["ci_high"] == 1.0).all()
 

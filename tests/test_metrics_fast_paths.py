@@ -52,7 +52,7 @@ def test_float_sums_are_bit_for_bit_the_same_under_any_row_order() -> None:
     parts = pl.concat(
         [*(metrics.benchmark_metrics(df, b) for b in CATALOG.benchmarks if b.name in ("cfbench", "eifbench"))]
     )
-    assert parts.sort(["benchmark", "model", "metric", "slice"]).equals(
+    assert parts.sort(["benchmark", "model", "judge", "metric", "slice"]).equals(
         want.filter(pl.col("metric") != "coverage")
     )
 
@@ -88,7 +88,13 @@ def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> No
     typed.write_parquet(tmp_path / "typed.parquet")
     assert metrics_of(metrics.read_verdicts(tmp_path / "typed.parquet")).equals(want)
     assert want.schema == pl.Schema(
-        {"benchmark": pl.String, "model": pl.String, "metric": pl.String, "slice": pl.String}
+        {
+            "benchmark": pl.String,
+            "model": pl.String,
+            "judge": pl.String,
+            "metric": pl.String,
+            "slice": pl.String,
+        }
         | {"value": pl.Float64, "n": pl.Int64}
     )
 

@@ -166,11 +166,21 @@ def test_render_table_ranks_models(demo: pl.DataFrame) -> None:
 def test_render_json_and_csv_round_trip(demo: pl.DataFrame) -> None:
     data = json.loads(render_json(demo))
     assert len(data) == demo.height
-    assert set(data[0]) == {"benchmark", "model", "metric", "slice", "value", "n", "ci_low", "ci_high"}
+    assert set(data[0]) == {
+        "benchmark",
+        "model",
+        "judge",
+        "metric",
+        "slice",
+        "value",
+        "n",
+        "ci_low",
+        "ci_high",
+    }
     assert data[0]["model"] in NASTY
     assert pl.DataFrame(data, schema=demo.schema).equals(demo)
     plain = json.loads(render_json(demo.drop("ci_low", "ci_high")))
-    assert set(plain[0]) == {"benchmark", "model", "metric", "slice", "value", "n"}
+    assert set(plain[0]) == {"benchmark", "model", "judge", "metric", "slice", "value", "n"}
     back = pl.read_csv(render_csv(demo).encode(), schema=demo.schema)
     assert back.equals(demo)
 

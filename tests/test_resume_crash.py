@@ -198,7 +198,7 @@ def test_resume_accepts_compatible_changes_and_refuses_others_untouched(
             ),
             "judge": (
                 base.replace('"openai/sim-judge"', '"openai/sim-judge2"'),
-                "judge changed from 'openai/sim-judge'",
+                "judge 'judge': provider model changed from 'openai/sim-judge'",
             ),
             "scoring": (
                 base.replace('name = "cfbench"', 'name = "cfbench"\nscoring = "reference"'),
