@@ -29,7 +29,7 @@ from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
-from ifsweep.simulator.prefix import PrefixCache, block_names, prompt_text
+from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
 from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
 
@@ -221,7 +221,7 @@ class Simulator:
         if fault is not None:
             stats.faults[fault] += 1
         arrived = time.monotonic()
-        blocks = block_names(prompt_text(messages), model) if config.prefix_cache else []
+        blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
         stats.enter_model(model)
