@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -96,6 +96,18 @@ def check_prices(specs: Sequence[EndpointSpec], *, sweep_cap: bool = True) -> No
             f"a budget is set but no price is known for: {names}. Give each a price in the config, e.g. "
             "price = { input_per_mtok = 0.15, output_per_mtok = 0.60 } (USD per million tokens)."
         )
+
+
+def token_counter() -> Callable[[str], int]:
+    """A real tokenizer (tiktoken's cl100k_base, from the encodings LiteLLM bundles: offline) as a
+    function of text. About 0.2 us a character; `ifsweep plan` counts a sample with it."""
+    import_litellm()
+    encoding = importlib.import_module("litellm.litellm_core_utils.default_encoding").encoding
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    return count
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, str]]) -> int:
