@@ -18,6 +18,9 @@ from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.prefix import CacheHint, PrefixEnd, with_breakpoint
 from ifsweep.providers.records import EndpointSpec, Price
 from ifsweep.runner.cli import main
+from ifsweep.runner.config import load_config
+from ifsweep.runner.planning import estimate
+from ifsweep.runner.sweep import load_work
 from ifsweep.runner.warmup import MIN_PREFIX_TOKENS, group_by_prefix
 from ifsweep.simulator import SimConfig, Simulator, SimulatorThread
 from ifsweep.simulator.prefix import BLOCK_TOKENS, MIN_CACHED_TOKENS
@@ -187,3 +190,76 @@ def test_warm_then_fan_out_at_the_simulator(tmp_path: Path, shared_benchmarks: P
     verdicts = {(r["model"], r["instance_id"]): r["rows"] for r in stored_records(out, {"verdict"})}
     verdicts_off = {(r["model"], r["instance_id"]): r["rows"] for r in stored_records(out_off, {"verdict"})}
     assert verdicts == verdicts_off
+
+
+def _plan_config(tmp_path: Path, data: Path, base: str, judge_extra: str, limit: int = 3) -> Path:
+    bench = "eifbench"
+    text = toml_config(
+        tmp_path / "run", base, models=("alpha",), bench=(bench,), data={bench: data}, limit=limit
+    )
+    text = text.replace(
+        "params = { temperature = 0, max_tokens = 128 }",
+        "params = { temperature = 0, max_tokens = 128 }\n"
+        "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }",
+    )
+    text = text.replace(
+        'model = "openai/sim-judge"',
+        'model = "openai/sim-judge"\nparams = { max_tokens = 64 }\n'
+        "price = { input_per_mtok = 2.0, output_per_mtok = 8.0, cached_input_per_mtok = 0.2 }\n"
+        + judge_extra,
+    )
+    path = tmp_path / "plan.toml"
+    path.write_text(text)
+    return path
+
+
+def test_plan_shows_cost_with_and_without_caching(
+    tmp_path: Path, shared_benchmarks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = shared_benchmarks / "EIFBench"
+    cfg = load_config(_plan_config(tmp_path, data, "http://127.0.0.1:9/v1", ""))
+    work = load_work(cfg)
+    (row,) = estimate(cfg, work)
+    assert row.cost_low is not None and row.cost_cached_low is not None and row.cost_cached_high is not None
+    assert row.judge_cached_tokens > 0
+    # Cached tokens cost a tenth: the difference is exactly their discount (no write price here).
+    assert row.cost_low - row.cost_cached_low == pytest.approx(row.judge_cached_tokens * (2.0 - 0.2) / 1e6)
+    # Most of a task's judge prompt is shared: most of the input is read from cache.
+    assert row.judge_cached_tokens > 0.5 * row.input_tokens
+    assert main(["plan", str(_plan_config(tmp_path, data, "http://127.0.0.1:9/v1", ""))]) == 0
+    out = capsys.readouterr().out
+    assert "with caching $" in out and "cl100k_base" in out
+
+    off = load_config(_plan_config(tmp_path, data, "http://127.0.0.1:9/v1", "cache_dispatch = false"))
+    (row_off,) = estimate(off, work)
+    assert row_off.cost_cached_low is None and row_off.judge_cached_tokens == 0
+    assert row_off.cost_low == pytest.approx(row.cost_low)
+    assert (
+        main(["plan", str(_plan_config(tmp_path, data, "http://127.0.0.1:9/v1", "cache_dispatch = false"))])
+        == 0
+    )
+    assert "with caching" not in capsys.readouterr().out
+
+
+def test_plan_counts_real_tokens_and_the_outputs_a_run_has_seen(
+    tmp_path: Path, shared_benchmarks: Path
+) -> None:
+    data = shared_benchmarks / "EIFBench"
+    with SimulatorThread(SimConfig(seed=4)) as sim:
+        path = _plan_config(tmp_path, data, sim.base_url, "", limit=6)  # MIN_SEEN_CALLS answers and more
+        cfg = load_config(path)
+        work = load_work(cfg)
+        (rough,) = estimate(cfg, work, real_tokens=False)
+        (real,) = estimate(cfg, work)
+        # Chinese prompts: the character estimate reads well above cl100k's count.
+        assert real.input_tokens < rough.input_tokens
+        assert not real.outputs_seen and real.output_low < real.output_high
+        assert main(["run", str(path)]) == 0
+    gens = stored_records(tmp_path / "run", {"generation"})
+    judged = stored_records(tmp_path / "run", {"judgment"})
+    (resumed,) = estimate(cfg, work)
+    assert resumed.outputs_seen
+    mean_gen = sum(r["output_tokens"] for r in gens) / len(gens)
+    mean_judge = sum(r["output_tokens"] for r in judged) / len(judged)
+    assert resumed.output_low == resumed.output_high
+    assert resumed.output_low == round(len(gens) * mean_gen) + round(resumed.judge_calls * mean_judge)
