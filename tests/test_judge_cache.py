@@ -20,6 +20,8 @@ from ifsweep.providers.records import EndpointSpec, Price
 from ifsweep.runner.cli import main
 from ifsweep.runner.config import load_config
 from ifsweep.runner.planning import estimate
+from ifsweep.runner.reporting import render_status
+from ifsweep.runner.status import status_table
 from ifsweep.runner.sweep import load_work
 from ifsweep.runner.warmup import MIN_PREFIX_TOKENS, group_by_prefix
 from ifsweep.simulator import SimConfig, Simulator, SimulatorThread
@@ -174,6 +176,16 @@ def test_warm_then_fan_out_at_the_simulator(tmp_path: Path, shared_benchmarks: P
         assert sum(r["cached_tokens"] for r in judged) == sum(s.cached_tokens for s in served)
         summary = json.loads((out / "summary.json").read_text())
         assert summary["status"] == "complete"
+        # status: the cached share and the dollars it saved, from the shards.
+        (row,) = status_table(out)
+        assert row["cached_tokens"] == sum(s.cached_tokens for s in sim.stats.log)
+        assert row["input_tokens"] == sum(s.prompt_tokens for s in sim.stats.log)
+        saved = sum(r["cache_saved_usd"] for r in stored_records(out, {"judgment", "generation"}))
+        assert row["cache_saved_usd"] == pytest.approx(saved) and saved > 0
+        # The judge's cached tokens cost 0.2 instead of 2.0 per million; nothing else is discounted.
+        assert saved == pytest.approx(sum(r["cached_tokens"] for r in judged) * 1.8 / 1e6)
+        shown = render_status(out)
+        assert f"{row['cached_tokens'] / row['input_tokens']:.0%}" in shown
 
     # The same sweep with dispatch off (on a fresh simulator: a cold cache) sends a task's judge calls
     # together, so most of them miss.
