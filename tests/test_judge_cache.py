@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from sweeps import stored_records, toml_config
 
+from ifsweep import benchmarks
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.prefix import CacheHint, PrefixEnd, with_breakpoint
 from ifsweep.providers.records import EndpointSpec, Price
 from ifsweep.runner.cli import main
-from ifsweep.runner.config import load_config
+from ifsweep.runner.config import ConfigError, load_config
 from ifsweep.runner.planning import estimate
 from ifsweep.runner.reporting import render_status
 from ifsweep.runner.status import status_table
@@ -275,3 +276,22 @@ def test_plan_counts_real_tokens_and_the_outputs_a_run_has_seen(
     mean_judge = sum(r["output_tokens"] for r in judged) / len(judged)
     assert resumed.output_low == resumed.output_high
     assert resumed.output_low == round(len(gens) * mean_gen) + round(resumed.judge_calls * mean_judge)
+
+
+def test_config_reads_cache_prices_and_dispatch_and_names_bad_values(tmp_path: Path) -> None:
+    base = "http://127.0.0.1:9/v1"
+    path = _plan_config(tmp_path, benchmarks.get("eifbench").fixture_dir(), base, "cache_dispatch = false")
+    text = path.read_text().replace(
+        "cached_input_per_mtok = 0.2", "cached_input_per_mtok = 0.2, cache_write_per_mtok = 2.5"
+    )
+    path.write_text(text)
+    cfg = load_config(path)
+    assert cfg.judge is not None and cfg.judge.cache_dispatch is False
+    assert cfg.judge.price == Price(2.0, 8.0, cached_input_per_mtok=0.2, cache_write_per_mtok=2.5)
+    assert cfg.models[0].cache_dispatch is None  # unset: the provider decides
+    path.write_text(text.replace("cache_dispatch = false", 'cache_dispatch = "sometimes"'))
+    with pytest.raises(ConfigError, match=r"judge\.cache_dispatch"):
+        load_config(path)
+    path.write_text(text.replace("cache_write_per_mtok = 2.5", "cache_write_per_mtok = -1"))
+    with pytest.raises(ConfigError, match=r"judge\.price\.cache_write_per_mtok"):
+        load_config(path)
