@@ -153,7 +153,9 @@ def _judge_log(sim: SimulatorThread) -> list[Any]:
     return [s for s in sim.stats.log if s.model == "sim-judge"]
 
 
-def test_warm_then_fan_out_at_the_simulator(tmp_path: Path, shared_benchmarks: Path) -> None:
+def test_warm_then_fan_out_at_the_simulator(
+    tmp_path: Path, shared_benchmarks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = shared_benchmarks / "EIFBench"
     with SimulatorThread(SimConfig(latency_ms=80, seed=3)) as sim:
         out, cfg = _eif_sweep(tmp_path, sim.base_url, "warm", None, data)
@@ -187,6 +189,13 @@ def test_warm_then_fan_out_at_the_simulator(tmp_path: Path, shared_benchmarks: P
         assert saved == pytest.approx(sum(r["cached_tokens"] for r in judged) * 1.8 / 1e6)
         shown = render_status(out)
         assert f"{row['cached_tokens'] / row['input_tokens']:.0%}" in shown
+        # The report's run analytics: the same share and dollars.
+        capsys.readouterr()
+        assert main(["report", str(out), "--format", "md"]) == 0
+        report = capsys.readouterr().out
+        assert "cached in" in report and "cache saved" in report
+        assert f"{row['cached_tokens'] / row['input_tokens']:.1%}" in report
+        assert f"${row['cache_saved_usd']:,.4f}" in report
 
     # The same sweep with dispatch off (on a fresh simulator: a cold cache) sends a task's judge calls
     # together, so most of them miss.
