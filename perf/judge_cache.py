@@ -218,15 +218,19 @@ def run_real(args: argparse.Namespace) -> None:
     for dispatch in (False, True):
         name = "cache-aware" if dispatch else "fan-out"
         with tempfile.TemporaryDirectory() as tmp:
-            # SmolLM2 trains on 8,192 tokens: llama.cpp caps each slot there.
-            shape = ServerShape(ctx=8192 * args.slots, slots=args.slots, threads=1)
+            # SmolLM2 trains on 8,192 tokens: llama.cpp caps each slot there. With one KV buffer for all
+            # slots (--kv-unified), llama.cpp keeps idle slots' prompts in its host-memory prompt cache
+            # and restores them into any slot; without it, each slot caches only its own last prompt.
+            unified = ("--kv-unified",) if args.kv_unified else ("--no-kv-unified",)
+            shape = ServerShape(ctx=8192 * args.slots, slots=args.slots, threads=1, extra_args=unified)
             with running(binary, gguf, Path(tmp) / "llama.log", shape) as server:
                 wall, done = asyncio.run(real_once(server.api_base, prompts, dispatch))
         errors = [c.error_message for c in done if c.status == "error"]
         prompt = sum(c.input_tokens for c in done)
         cached = sum(c.cached_tokens for c in done)
         print(
-            f"{name:12s} {len(done)} judge calls ({len(errors)} errors), {args.slots} slots, "
+            f"{name:12s} {len(done)} judge calls ({len(errors)} errors), {args.slots} slots"
+            f"{' (kv-unified)' if args.kv_unified else ''}, "
             f"wall {wall:.1f} s, "
             f"prompt {prompt:,} tokens, cached {cached:,} ({cached / max(prompt, 1):.1%})",
             flush=True,
@@ -243,6 +247,7 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--calls", type=int, default=8, help="real: judge prompts of one task")
     p.add_argument("--slots", type=int, default=2, help="real: llama.cpp slots")
+    p.add_argument("--kv-unified", action="store_true", help="real: one KV buffer for every slot")
     args = p.parse_args()
     if not EIFBENCH.is_dir():
         raise SystemExit(f"{EIFBENCH} is missing: the benchmark data lives beside the checkout")
