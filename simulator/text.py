@@ -70,8 +70,8 @@ class Reply:
 
 def count_tokens(text: str) -> int:
     """A cheap stand-in for a tokenizer, never zero: four ASCII characters per token, and a token for
-    every other character (a CJK character is one or two cl100k tokens; EIFBench and CFBench are
-    Chinese, and their prompts must weigh what they do for the prefix cache's 1,024-token threshold)."""
+    every other character (a CJK character is one or two cl100k tokens; Chinese prompts must weigh
+    what they do against the prefix cache's 1,024-token threshold)."""
     if text.isascii():
         return len(text) // 4 + 1
     wide = sum(1 for ch in text if ord(ch) > 127)
