@@ -304,3 +304,20 @@ def test_config_reads_cache_prices_and_dispatch_and_names_bad_values(tmp_path: P
     path.write_text(text.replace("cache_write_per_mtok = 2.5", "cache_write_per_mtok = -1"))
     with pytest.raises(ConfigError, match=r"judge\.price\.cache_write_per_mtok"):
         load_config(path)
+
+
+@pytest.mark.parametrize("force_litellm", [False, True])
+def test_prompt_cache_key_reaches_an_openai_endpoint_on_both_paths(force_litellm: bool) -> None:
+    async def run() -> None:
+        async with Simulator(SimConfig()) as sim:
+            spec = _spec(sim.base_url, force_litellm=force_litellm)
+            async with ProviderPool(budget=Budget(None)) as pool:
+                ep = pool.endpoint(spec)
+                assert ep.caches_prefixes  # openai with an api_base: a server that caches prefixes
+                hint = CacheHint("group-key", PrefixEnd(1, len(SHARED)))
+                done = await ep.complete(_prompt("Hinted?"), hint)
+                plain = await ep.complete(_prompt("Plain?"))
+            assert done.status in ("ok", "truncated") and plain.status in ("ok", "truncated")
+            assert [s.prompt_cache_key for s in sim.stats.log] == ["group-key", None]
+
+    asyncio.run(run())
