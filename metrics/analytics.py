@@ -18,6 +18,8 @@ CALL_COLUMNS: tuple[str, ...] = (
     "rate_limited",
     "error_kind",
 )
+# Call fields recorded since prefix caching is settled (docs/design/judge-cache.md): 0 where absent.
+OPTIONAL_CALL_COLUMNS: dict[str, pl.DataType] = {"cached_tokens": pl.Int64(), "cache_saved_usd": pl.Float64()}
 
 ANALYTICS_SCHEMA: dict[str, pl.DataType] = {
     "benchmark": pl.String(),
@@ -27,6 +29,8 @@ ANALYTICS_SCHEMA: dict[str, pl.DataType] = {
     "judging_usd": pl.Float64(),
     "input_tokens": pl.Int64(),
     "output_tokens": pl.Int64(),
+    "cached_share": pl.Float64(),  # of input_tokens, served from the providers' prefix caches
+    "cache_saved_usd": pl.Float64(),  # what that saved against the full input price
     "calls": pl.Int64(),
     "generation_calls": pl.Int64(),
     "judgment_calls": pl.Int64(),
@@ -49,6 +53,10 @@ def analytics(calls: pl.DataFrame | pl.LazyFrame, metrics: pl.DataFrame) -> pl.D
     missing = [c for c in CALL_COLUMNS if c not in lf.collect_schema()]
     if missing:
         raise ValueError(f"call records: field '{missing[0]}': column missing")
+    have = lf.collect_schema()
+    lf = lf.with_columns(
+        [pl.lit(0, t).alias(c) for c, t in OPTIONAL_CALL_COLUMNS.items() if c not in have]
+    ).with_columns([pl.col(c).cast(t).fill_null(0) for c, t in OPTIONAL_CALL_COLUMNS.items()])
     gen = pl.col("kind") == "generation"
     judg = pl.col("kind") == "judgment"
     status = pl.col("status")
@@ -61,6 +69,10 @@ def analytics(calls: pl.DataFrame | pl.LazyFrame, metrics: pl.DataFrame) -> pl.D
             pl.col("cost_usd").filter(judg).sum().alias("judging_usd"),
             pl.col("input_tokens").sum(),
             pl.col("output_tokens").sum(),
+            pl.when(pl.col("input_tokens").sum() > 0)
+            .then(pl.col("cached_tokens").sum() / pl.col("input_tokens").sum())
+            .alias("cached_share"),
+            pl.col("cache_saved_usd").sum(),
             pl.len().alias("calls"),
             gen.sum().alias("generation_calls"),
             judg.sum().alias("judgment_calls"),

@@ -138,6 +138,8 @@ _ANALYTICS_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("spent_usd", "spent", "${:,.4f}"),
     ("input_tokens", "tokens in", "{:,}"),
     ("output_tokens", "tokens out", "{:,}"),
+    ("cached_share", "cached in %", "{:.1%}"),
+    ("cache_saved_usd", "cache saved", "${:,.4f}"),
     ("calls", "calls", "{:,}"),
     ("retries", "retries", "{:,}"),
     ("rate_limited", "429s", "{:,}"),

@@ -45,6 +45,8 @@ class Reply:
     input_tokens: int | None
     output_tokens: int | None
     headers: Mapping[str, str]
+    cached_tokens: int = 0  # of input_tokens: read from the provider's prefix cache
+    cache_write_tokens: int = 0  # of input_tokens: written to it (billed apart by Anthropic)
 
 
 def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:
@@ -70,9 +72,11 @@ def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:
     finish = choice.get("finish_reason")
     usage = body.get("usage")
     inp = out = None
+    cached = 0
     if isinstance(usage, dict):
         inp = _count(usage.get("prompt_tokens"))
         out = _count(usage.get("completion_tokens"))
+        cached = cached_prompt_tokens(usage, body.get("timings"))
     return Reply(
         text=content,
         finish_reason=finish if isinstance(finish, str) else None,
@@ -80,7 +84,27 @@ def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:
         input_tokens=inp,
         output_tokens=out,
         headers=headers,
+        cached_tokens=min(cached, inp) if inp is not None else 0,
     )
+
+
+def cached_prompt_tokens(usage: Mapping[str, Any], timings: object = None) -> int:
+    """Prompt tokens the server read from its prefix cache, however it says so: OpenAI (and vLLM, the
+    simulator) in prompt_tokens_details.cached_tokens, DeepSeek in prompt_cache_hit_tokens, llama.cpp
+    in timings.cache_n. 0 when it says nothing: an unreported hit is billed as a miss."""
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        found = _count(details.get("cached_tokens"))
+        if found is not None:
+            return found
+    found = _count(usage.get("prompt_cache_hit_tokens"))
+    if found is not None:
+        return found
+    if isinstance(timings, dict):
+        found = _count(timings.get("cache_n"))
+        if found is not None:
+            return found
+    return 0
 
 
 def _count(value: object) -> int | None:
@@ -110,8 +134,10 @@ class FastSender:
         self._model = model
         self._params = dict(params)
 
-    async def send(self, messages: Sequence[Mapping[str, str]], api_key: str) -> Reply:
-        body = orjson.dumps({"model": self._model, "messages": messages, **self._params})
+    async def send(
+        self, messages: Sequence[Mapping[str, str]], api_key: str, extra: Mapping[str, Any] | None = None
+    ) -> Reply:
+        body = orjson.dumps({"model": self._model, "messages": messages, **self._params, **(extra or {})})
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         async with self._session.post(self._url, data=body, headers=headers) as resp:
             raw = await resp.read()

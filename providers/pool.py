@@ -16,6 +16,7 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.coordination import RateCoordinator
 from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
+from ifsweep.providers.prefix import CacheHint, cache_params, caches_prefixes
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import (
     CallStatus,
@@ -187,7 +188,7 @@ class ProviderPool:
                 self._session(route.api_base), route.api_base, route.model, spec.params
             )
         else:
-            sender = LiteLLMSender(route.model, route.api_base, spec.params)
+            sender = LiteLLMSender(route.model, route.api_base, spec.params, route.provider)
             self._used_litellm = True
         endpoint = Endpoint(self, spec, route, price, shared, sender)
         self._endpoints[id(spec)] = endpoint
@@ -276,6 +277,8 @@ class Endpoint:
         params = spec.params
         max_out = params.get("max_tokens", params.get("max_completion_tokens"))
         self._max_out = max_out if isinstance(max_out, int) else DEFAULT_RESERVE_OUTPUT_TOKENS
+        # Whether callers should warm a shared prompt prefix with one call before the rest (runner/warmup.py).
+        self.caches_prefixes = caches_prefixes(spec, route.provider, route.api_base)
 
     def price(self) -> Price | None:
         return self._price
@@ -286,7 +289,7 @@ class Endpoint:
     def worst_case_cost(self, messages: Sequence[Mapping[str, str]]) -> float | None:
         if self._price is None:
             return None
-        return self._price.cost(self.estimate_tokens(messages), self._max_out)
+        return self._price.worst_case(self.estimate_tokens(messages), self._max_out)
 
     def congested(self) -> bool:
         """More calls would only queue at this endpoint's own limits (see EndpointLimiter.congested)."""
@@ -326,8 +329,11 @@ class Endpoint:
             )
         return value
 
-    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
-        """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted."""
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], cache: CacheHint | None = None
+    ) -> Completion:
+        """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted. `cache`
+        says which prefix the prompt shares with other calls (a routing hint; the prompt is unchanged)."""
         self._shared.counters.calls += 1
         start = time.perf_counter()
         try:
@@ -335,12 +341,14 @@ class Endpoint:
         except _CallFailed as failed:
             return self._error(failed.kind, failed.message, _Attempts(), start)
         prompt_tokens = estimate_tokens(messages)
-        worst = self._price.cost(prompt_tokens, self._max_out) if self._price else 0.0
+        # Worst case stays worst: no cache hit assumed, and every prompt token at the cache-write price
+        # where that is dearer.
+        worst = self._price.worst_case(prompt_tokens, self._max_out) if self._price else 0.0
         reservation = await self._pool.budget.reserve_when_settled([self.spec.label], worst)
         attempts = _Attempts()
         cost = worst  # if cancelled mid-call, assume the worst was billed
         try:
-            completion = await self._call(messages, api_key, prompt_tokens, attempts, start)
+            completion = await self._call(messages, api_key, prompt_tokens, attempts, start, cache)
             cost = completion.cost_usd
             return completion
         finally:
@@ -353,6 +361,7 @@ class Endpoint:
         prompt_tokens: int,
         attempts: _Attempts,
         start: float,
+        cache: CacheHint | None,
     ) -> Completion:
         loop = asyncio.get_running_loop()
         try:
@@ -360,7 +369,9 @@ class Endpoint:
             # our own limits is not the provider being slow.
             async with asyncio.timeout(None) as deadline:
                 while True:
-                    result = await self._attempt(messages, api_key, prompt_tokens, attempts, deadline, loop)
+                    result = await self._attempt(
+                        messages, api_key, prompt_tokens, attempts, deadline, loop, cache
+                    )
                     if isinstance(result, Completion):
                         return result
         except TimeoutError:
@@ -375,13 +386,14 @@ class Endpoint:
         attempts: _Attempts,
         deadline: asyncio.Timeout,
         loop: asyncio.AbstractEventLoop,
+        cache: CacheHint | None = None,
     ) -> Completion | None:
         """One try; returns a Completion when the call is over, None to try again."""
         limiter = self._limiter
         admission = await limiter.admit(prompt_tokens + self._max_out)
         attempts.count += 1
         try:
-            reply = await self._send(messages, api_key, attempts, deadline, loop)
+            reply = await self._send(messages, api_key, attempts, deadline, loop, cache)
         except Exception as exc:
             return await self._failed(exc, admission, attempts, prompt_tokens, deadline, loop)
         except BaseException:
@@ -398,12 +410,13 @@ class Endpoint:
         attempts: _Attempts,
         deadline: asyncio.Timeout,
         loop: asyncio.AbstractEventLoop,
+        cache: CacheHint | None,
     ) -> Reply:
         glob = self._pool._global
         if glob is None:
-            return await self._send_now(messages, api_key, attempts, deadline, loop)
+            return await self._send_now(messages, api_key, attempts, deadline, loop, cache)
         async with glob:
-            return await self._send_now(messages, api_key, attempts, deadline, loop)
+            return await self._send_now(messages, api_key, attempts, deadline, loop, cache)
 
     async def _send_now(
         self,
@@ -412,6 +425,7 @@ class Endpoint:
         attempts: _Attempts,
         deadline: asyncio.Timeout,
         loop: asyncio.AbstractEventLoop,
+        cache: CacheHint | None,
     ) -> Reply:
         # The deadline (and latency_s) starts when the first attempt holds every slot: queueing behind
         # our own limiter or the sweep's global cap is not the provider being slow. Measured: 1,280
@@ -422,11 +436,11 @@ class Endpoint:
         sender = self._sender
         if isinstance(sender, FastSender):
             assert api_key is not None
-            return await sender.send(messages, api_key)
+            return await sender.send(messages, api_key, cache_params(self._route.provider, cache))
         # A constant timeout, not the time left: litellm caches its HTTP client keyed on the call's
         # arguments, timeout included, so a varying one builds (and leaks) a client per call. The
         # deadline itself is enforced around the whole call.
-        return await sender.send(messages, api_key, self.spec.timeout_s)
+        return await sender.send(messages, api_key, self.spec.timeout_s, cache)
 
     async def _failed(
         self,
@@ -507,7 +521,12 @@ class Endpoint:
         self._limiter.release(admission, used_tokens=inp + out, ok=True)
         if reply.headers:
             self._limiter.observe(reply.headers, admission)
-        cost = self._price.cost(inp, out) if self._price else 0.0
+        cached = min(reply.cached_tokens, inp)
+        written = min(reply.cache_write_tokens, inp - cached)
+        cost = saved = 0.0
+        if self._price:
+            cost = self._price.cost(inp, out, cached, written)
+            saved = self._price.cost(inp, out) - cost
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(
             status=_status(reply),
@@ -521,6 +540,9 @@ class Endpoint:
             rate_limited=attempts.rate_limited,
             path=self.path,
             usage_estimated=estimated,
+            cached_tokens=cached,
+            cache_write_tokens=written,
+            cache_saved_usd=saved,
         )
 
     def _ambiguous_cost(self, attempts: _Attempts, prompt_tokens: int) -> float:

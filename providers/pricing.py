@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -29,15 +29,36 @@ def import_litellm() -> ModuleType:
     return _litellm
 
 
-def litellm_price(model: str) -> Price | None:
-    """Price from litellm's local cost map, or None when the model is not in it.
-
-    Uses get_model_info (read-only): passing prices per call would write into litellm's global map.
-    """
+def _model_info(model: str) -> Mapping[str, Any] | None:
+    """litellm's local cost-map entry for `model`, or None. get_model_info is read-only: passing prices
+    per call would write into litellm's global map."""
     litellm = import_litellm()
     try:
         info: Mapping[str, Any] = litellm.get_model_info(model)
     except Exception:  # ModelNotMappedError and friends: litellm raises several kinds for unknown names
+        return None
+    return info
+
+
+def _per_mtok(value: object) -> float | None:
+    return float(value) * 1e6 if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def cache_prices(model: str) -> tuple[float | None, float | None]:
+    """(cached input, cache write) in dollars per million tokens from the price map; None where the map
+    has none. The one place these are read (the price map's reader may change; this signature stays)."""
+    info = _model_info(model)
+    if info is None:
+        return None, None
+    return _per_mtok(info.get("cache_read_input_token_cost")), _per_mtok(
+        info.get("cache_creation_input_token_cost")
+    )
+
+
+def litellm_price(model: str) -> Price | None:
+    """Price from litellm's local cost map, or None when the model is not in it."""
+    info = _model_info(model)
+    if info is None:
         return None
     inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if not isinstance(inp, int | float) or not isinstance(out, int | float):
@@ -45,7 +66,13 @@ def litellm_price(model: str) -> Price | None:
     # An unmapped model can come back with zero prices; treat that as unknown, not free.
     if inp == 0 and out == 0:
         return None
-    return Price(input_per_mtok=float(inp) * 1e6, output_per_mtok=float(out) * 1e6)
+    cached, write = cache_prices(model)
+    return Price(
+        input_per_mtok=float(inp) * 1e6,
+        output_per_mtok=float(out) * 1e6,
+        cached_input_per_mtok=cached,
+        cache_write_per_mtok=write,
+    )
 
 
 def resolve_price(spec: EndpointSpec) -> Price | None:
@@ -69,6 +96,18 @@ def check_prices(specs: Sequence[EndpointSpec], *, sweep_cap: bool = True) -> No
             f"a budget is set but no price is known for: {names}. Give each a price in the config, e.g. "
             "price = { input_per_mtok = 0.15, output_per_mtok = 0.60 } (USD per million tokens)."
         )
+
+
+def token_counter() -> Callable[[str], int]:
+    """A real tokenizer (tiktoken's cl100k_base, from the encodings LiteLLM bundles: offline) as a
+    function of text. About 0.2 us a character; `ifsweep plan` counts a sample with it."""
+    import_litellm()
+    encoding = importlib.import_module("litellm.litellm_core_utils.default_encoding").encoding
+
+    def count(text: str) -> int:
+        return len(encoding.encode(text, disallowed_special=()))
+
+    return count
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, str]]) -> int:

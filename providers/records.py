@@ -26,11 +26,39 @@ ErrorKind = Literal[
 
 @dataclass(frozen=True, slots=True)
 class Price:
+    """Dollars per million tokens. Cached input (a prefix the provider served from its cache) and
+    cache writes (Anthropic's cache_creation tokens) have their own prices where the provider has them;
+    None charges them at the input price."""
+
     input_per_mtok: float
     output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
 
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+    def cost(
+        self, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0
+    ) -> float:
+        """What a call costs; `input_tokens` counts every prompt token, the cached and written ones too."""
+        cached = min(cached_tokens, input_tokens)
+        written = min(cache_write_tokens, input_tokens - cached)
+        plain = input_tokens - cached - written
+        cached_price = _or(self.cached_input_per_mtok, self.input_per_mtok)
+        write_price = _or(self.cache_write_per_mtok, self.input_per_mtok)
+        return (
+            plain * self.input_per_mtok
+            + cached * cached_price
+            + written * write_price
+            + output_tokens * self.output_per_mtok
+        ) / 1e6
+
+    def worst_case(self, input_tokens: int, output_tokens: int) -> float:
+        """The most a call can cost: every prompt token at the dearer of input and cache-write prices."""
+        per_in = max(self.input_per_mtok, self.cache_write_per_mtok or 0.0)
+        return (input_tokens * per_in + output_tokens * self.output_per_mtok) / 1e6
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +77,9 @@ class EndpointSpec:
     price: Price | None = None  # overrides LiteLLM's price map
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could
     timeout_s: float = 120.0  # per-call deadline, retries included
+    # Warm a shared prompt prefix with one call before sending the calls that share it
+    # (providers/prefix.py); None: on where the provider caches prefixes.
+    cache_dispatch: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +99,10 @@ class Completion:
     error_message: str | None = None  # scrubbed of keys and Authorization headers
     path: Literal["fast", "litellm"] = "fast"
     usage_estimated: bool = False  # the provider sent no usage: tokens and cost are our estimate
+    # Of input_tokens: served from the provider's prefix cache, and written to it (Anthropic bills writes).
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_saved_usd: float = 0.0  # cost at the plain input price minus cost_usd (negative: writes cost more)
 
 
 class BudgetExhausted(Exception):

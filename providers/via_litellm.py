@@ -12,13 +12,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ifsweep.providers.fast import Reply
+from ifsweep.providers.prefix import CacheHint, cache_params, with_breakpoint
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.providers.retry import MalformedResponse
 
 
 class LiteLLMSender:
-    def __init__(self, model: str, api_base: str | None, params: Mapping[str, Any]) -> None:
+    def __init__(
+        self, model: str, api_base: str | None, params: Mapping[str, Any], provider: str = ""
+    ) -> None:
         self._model = model
+        self._provider = provider
         self._api_base = api_base
         self._params = dict(params)
         self._litellm = import_litellm()
@@ -28,31 +32,40 @@ class LiteLLMSender:
         self._first: asyncio.Lock | None = asyncio.Lock()
 
     async def send(
-        self, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout_s: float
+        self,
+        messages: Sequence[Mapping[str, str]],
+        api_key: str | None,
+        timeout_s: float,
+        cache: CacheHint | None = None,
     ) -> Reply:
         first = self._first
         if first is None:
-            return await self._send(messages, api_key, timeout_s)
+            return await self._send(messages, api_key, timeout_s, cache)
         async with first:
             if self._first is None:
-                return await self._send(messages, api_key, timeout_s)
+                return await self._send(messages, api_key, timeout_s, cache)
             try:
-                return await self._send(messages, api_key, timeout_s)
+                return await self._send(messages, api_key, timeout_s, cache)
             finally:
                 self._first = None
 
     async def _send(
-        self, messages: Sequence[Mapping[str, str]], api_key: str | None, timeout_s: float
+        self,
+        messages: Sequence[Mapping[str, str]],
+        api_key: str | None,
+        timeout_s: float,
+        cache: CacheHint | None,
     ) -> Reply:
         try:
             resp = await self._litellm.acompletion(
                 model=self._model,
-                messages=[dict(m) for m in messages],
+                messages=with_breakpoint(self._provider, messages, cache),
                 api_base=self._api_base,
                 api_key=api_key,
                 num_retries=0,
                 timeout=timeout_s,
                 **self._params,
+                **cache_params(self._provider, cache),
             )
         except Exception as exc:
             # A provider's safety refusal is an answer (status refused), not a fault to retry.
@@ -87,6 +100,7 @@ def _to_reply(resp: Any) -> Reply:
     inp = getattr(usage, "prompt_tokens", None) if usage is not None else None
     out = getattr(usage, "completion_tokens", None) if usage is not None else None
     finish = getattr(choice, "finish_reason", None)
+    cached, written = _cache_counts(usage)
     return Reply(
         text=content if isinstance(content, str) else None,
         finish_reason=finish if isinstance(finish, str) else None,
@@ -94,4 +108,23 @@ def _to_reply(resp: Any) -> Reply:
         input_tokens=inp if isinstance(inp, int) else None,
         output_tokens=out if isinstance(out, int) else None,
         headers=_headers(resp),
+        cached_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+def _cache_counts(usage: Any) -> tuple[int, int]:
+    """(cache reads, cache writes) as litellm's Usage surfaces them: reads in
+    prompt_tokens_details.cached_tokens (every provider) or cache_read_input_tokens (Anthropic), writes
+    in cache_creation_input_tokens (Anthropic). litellm counts both within prompt_tokens."""
+    if usage is None:
+        return 0, 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    read = getattr(details, "cached_tokens", None) if details is not None else None
+    if not isinstance(read, int):
+        read = getattr(usage, "cache_read_input_tokens", None)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    return (
+        read if isinstance(read, int) and read > 0 else 0,
+        written if isinstance(written, int) and written > 0 else 0,
     )

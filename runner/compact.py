@@ -82,6 +82,8 @@ CALL_COLUMNS: dict[str, pl.DataType] = {
     "input_tokens": pl.Int64(),
     "output_tokens": pl.Int64(),
     "cost_usd": pl.Float64(),
+    "cached_tokens": pl.Int64(),  # null in records written before prefix caching was recorded
+    "cache_saved_usd": pl.Float64(),
     "latency_s": pl.Float64(),
     "attempts": pl.Int64(),
     "rate_limited": pl.Int64(),

@@ -50,8 +50,10 @@ _ENDPOINT_KEYS = {
     "price",
     "use_litellm",
     "timeout_s",
+    "cache_dispatch",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
+_CACHE_PRICE_KEYS = {"cached_input_per_mtok", "cache_write_per_mtok"}  # optional: default to input
 _TOP_KEYS = {"run", "benchmarks", "models", "judge", "judges"}
 
 
@@ -327,13 +329,15 @@ def _endpoint(
     price = None
     if "price" in t:
         pt = _table(path, f"{where}.price", t["price"])
-        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS)
+        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS | _CACHE_PRICE_KEYS)
         for k in _PRICE_KEYS:
             if k not in pt:
                 raise ConfigError(path, f"{where}.price.{k}", "missing (dollars per million tokens)")
+        cache = {k: _nonneg_float(path, f"{where}.price.{k}", pt[k]) for k in _CACHE_PRICE_KEYS if k in pt}
         price = Price(
             input_per_mtok=_nonneg_float(path, f"{where}.price.input_per_mtok", pt["input_per_mtok"]),
             output_per_mtok=_nonneg_float(path, f"{where}.price.output_per_mtok", pt["output_per_mtok"]),
+            **cache,
         )
     if "max_tokens" in params:
         _opt_pos_int(path, f"{where}.params.max_tokens", params["max_tokens"])
@@ -350,6 +354,9 @@ def _endpoint(
         price=price,
         force_litellm=_bool(path, f"{where}.use_litellm", t.get("use_litellm", False)),
         timeout_s=_opt_pos_float(path, f"{where}.timeout_s", t.get("timeout_s")) or 120.0,
+        cache_dispatch=(
+            _bool(path, f"{where}.cache_dispatch", t["cache_dispatch"]) if "cache_dispatch" in t else None
+        ),
     )
 
 

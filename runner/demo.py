@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from ifsweep.runner.process import OwnedProcess
 
 DEMO_MODELS = ("sim-alpha", "sim-beta", "sim-gamma")
-DEMO_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60}
+# gpt-4o-mini's prices, its cached input included: the simulator caches prompt prefixes as OpenAI does.
+DEMO_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60, "cached_input_per_mtok": 0.075}
 
 
 def demo_config(out: Path, api_base: str) -> dict[str, Any]:

@@ -39,11 +39,12 @@ class ReplayEndpoint:
 
     spec: EndpointSpec
     replies: dict[bytes, str] = field(default_factory=dict)
+    caches_prefixes: bool = False  # nothing is sent: no prefix to warm
 
     def add(self, messages: Sequence[Message], reply: str) -> None:
         self.replies[_canon([m.as_dict() for m in messages])] = reply
 
-    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
+    async def complete(self, messages: Sequence[Mapping[str, str]], cache: object = None) -> Completion:
         reply = self.replies.get(_canon(messages))
         if reply is None:
             return Completion(status="error", text=None, error_kind="other", error_message="no stored reply")

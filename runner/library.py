@@ -66,6 +66,10 @@ class StatusRow:
     done: int
     errors: int
     spent_usd: float
+    # Prompt tokens paid for, those served from the providers' prefix caches, and the dollars saved.
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_saved_usd: float = 0.0
 
 
 def sweep_config(config: ConfigSource, *, check_env: bool = True) -> SweepConfig:
@@ -143,6 +147,9 @@ def status(run_dir: str | os.PathLike[str]) -> list[StatusRow]:
             done=int(r["done"]),
             errors=int(r["errors"]),
             spent_usd=float(r["spent_usd"]),
+            input_tokens=int(r["input_tokens"]),
+            cached_tokens=int(r["cached_tokens"]),
+            cache_saved_usd=float(r["cache_saved_usd"]),
         )
         for r in status_table(path)
     ]

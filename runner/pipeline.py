@@ -16,11 +16,13 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from ifsweep.providers.prefix import CacheHint
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
 from ifsweep.runner import keys
 from ifsweep.runner.config import BenchmarkConfig
 from ifsweep.runner.keys import Identity, endpoint_identity
 from ifsweep.runner.shards import RunStore
+from ifsweep.runner.warmup import WarmGate, hints_for
 
 Outcome = Literal["done", "cached", "error", "skipped"]
 # The "v" of every record this module writes; 2 since keys carry the endpoint and the instance (runner.keys).
@@ -29,8 +31,11 @@ RECORD_VERSION = keys.KEY_SCHEMA
 
 class SupportsComplete(Protocol):
     spec: EndpointSpec
+    caches_prefixes: bool  # whether calls sharing a prompt prefix should warm it first (runner/warmup.py)
 
-    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion: ...
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], cache: CacheHint | None = None
+    ) -> Completion: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,9 @@ class Counters:
     judge_output_tokens: int = 0
     latency_s: float = 0.0
     judge_latency_s: float = 0.0
+    # Prompt tokens the judge's provider served from its prefix cache, and the dollars that saved.
+    judge_cached_tokens: int = 0
+    cache_saved_usd: float = 0.0
 
 
 @dataclass(slots=True)
@@ -241,9 +249,11 @@ class Pipeline:
             if judge is None:
                 raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
             results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in judge_tasks]
+            hints = _cache_hints(judge, judge_tasks)
+            gate = WarmGate()
 
             async def run_task(i: int, task: JudgeTask) -> None:
-                results[i] = await self._judge_task(job, spec, inst, task, c, judge)
+                results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
 
             try:
                 async with anyio.create_task_group() as tg:
@@ -310,6 +320,7 @@ class Pipeline:
             c.input_tokens += completion.input_tokens
             c.output_tokens += completion.output_tokens
             c.latency_s += completion.latency_s
+            c.cache_saved_usd += completion.cache_saved_usd
             return gen
         finally:
             del self._pending[key]
@@ -323,7 +334,12 @@ class Pipeline:
         task: JudgeTask,
         c: Counters,
         judge: SupportsComplete,
+        hint: CacheHint | None = None,
+        gate: WarmGate | None = None,
     ) -> dict[int, tuple[bool | None, str, str]]:
+        """`hint`: the first turn's shared prefix, if any; its first sender warms it through `gate`
+        while the others sharing it wait (cache-aware dispatch, runner/warmup.py). Keys are unchanged:
+        what a reply depends on is the prompt, and the hint does not change the prompt."""
         jc = self.judge_counters.setdefault(judge.spec.label, JudgeCounters())
         out: dict[int, tuple[bool | None, str, str]] = {}
         replies: list[str] = []
@@ -336,7 +352,11 @@ class Pipeline:
                 rec = self._cached(key)
                 fresh = rec is None
                 if rec is None:
-                    completion = await judge.complete(_msgs(messages))
+                    if turn_idx == 0 and hint is not None and gate is not None:
+                        async with gate.warm(hint.key):
+                            completion = await judge.complete(_msgs(messages), hint)
+                    else:
+                        completion = await judge.complete(_msgs(messages))
                     rec = completion_record("judgment", key, completion) | {
                         "judge": judge.spec.label,
                         "model": spec.label,
@@ -351,6 +371,8 @@ class Pipeline:
                     c.judge_input_tokens += completion.input_tokens
                     c.judge_output_tokens += completion.output_tokens
                     c.judge_latency_s += completion.latency_s
+                    c.judge_cached_tokens += completion.cached_tokens
+                    c.cache_saved_usd += completion.cache_saved_usd
                     jc.calls += 1
                     jc.input_tokens += completion.input_tokens
                     jc.output_tokens += completion.output_tokens
@@ -416,6 +438,14 @@ class Pipeline:
         )
 
 
+def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[int, CacheHint]:
+    """Which of `tasks` share a first-turn prefix worth warming, when `judge` caches prefixes."""
+    if not judge.caches_prefixes or len(tasks) < 2:
+        return {}
+    prompts = [_msgs(t.messages_for_turn(0, ())) for t in tasks]
+    return hints_for(prompts, f"{judge.spec.model}@{judge.spec.api_base}")
+
+
 def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | None:
     """The first BudgetExhausted when that is all `group` holds, else None."""
     rest = group.subgroup(lambda e: not isinstance(e, BudgetExhausted | BaseExceptionGroup))
@@ -445,6 +475,10 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "error_message": c.error_message,
         "path": c.path,
         "usage_estimated": c.usage_estimated,
+        # Of input_tokens, read from / written to the provider's prefix cache; what the cache saved.
+        "cached_tokens": c.cached_tokens,
+        "cache_write_tokens": c.cache_write_tokens,
+        "cache_saved_usd": c.cache_saved_usd,
         "ts": time.time(),
     }
 

@@ -185,12 +185,18 @@ def render_status(run_dir: Path) -> str:
         raise UsageError(str(e)) from None
     rows = sorted(report.rows, key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"])))
     head = f"{'model':24s} {'benchmark':14s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
+    # Of the prompt tokens paid for (the judge's included), the share providers served from their prefix
+    # caches, and the dollars that saved against the full input price.
+    head += f" {'cached':>7s} {'saved $':>9s}"
     lines = [*board, "", head, "-" * len(head)]
     for r in rows:
         planned = "?" if r.get("planned") is None else str(r["planned"])
+        prompt = int(r.get("input_tokens") or 0)
+        share = f"{int(r.get('cached_tokens') or 0) / prompt:.0%}" if prompt else "-"
         lines.append(
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
-            f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
+            f"{r['errors']:7d} {float(r['spent_usd']):10.4f} {share:>7s} "
+            f"{float(r.get('cache_saved_usd') or 0.0):9.4f}"
         )
     if len(report.judges) > 1:  # a panel: each judge's progress (one judge is the board's judge row)
         lines += ["", *_judge_lines(report)]

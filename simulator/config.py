@@ -63,6 +63,9 @@ class SimConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     seed: int = 0
     hang_s: float = 3600.0
+    # Serve prompt prefixes of 1,024+ tokens from a cache filled by completed requests (simulator/prefix.py)
+    # and report them in usage.prompt_tokens_details.cached_tokens, as OpenAI does.
+    prefix_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.jitter_ms < 0:

@@ -29,7 +29,8 @@ from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
-from ifsweep.simulator.stats import SimStats
+from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
+from ifsweep.simulator.stats import Served, SimStats
 from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
@@ -96,6 +97,7 @@ class Simulator:
         self._stats = SimStats()
         self._limits = _limits_for(config)
         self._faults = FaultPicker(config.faults, config.seed)
+        self._prefixes = PrefixCache()
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
 
@@ -218,6 +220,10 @@ class Simulator:
             )
         if fault is not None:
             stats.faults[fault] += 1
+        arrived = time.monotonic()
+        blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
+        # Looked up on arrival, filled on completion: requests sent together all miss.
+        n_cached = self._prefixes.lookup(blocks, n_prompt)
         stats.enter_model(model)
         try:
             await self._sleep_latency(config, canonical)
@@ -227,7 +233,21 @@ class Simulator:
         if early is not None:
             return early
 
+        self._prefixes.store(blocks)
+        cache_key = body.get("prompt_cache_key")
+        stats.served(
+            Served(
+                model,
+                arrived,
+                time.monotonic(),
+                n_prompt,
+                n_cached,
+                cache_key if isinstance(cache_key, str) else None,
+            )
+        )
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        if "usage" in payload:
+            payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
         data = orjson.dumps(payload)
         if fault == "cut_body":
             return await _cut_body(request, data, self._limit_headers(), stats)
@@ -480,6 +500,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=3600.0)
+    p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
     p.add_argument(
         "--fault",
         type=_fault_arg,
@@ -503,6 +524,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         faults=FaultRates(**dict(args.fault)),
         seed=args.seed,
         hang_s=args.hang_s,
+        prefix_cache=not args.no_prefix_cache,
     )
 
 

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
+from dataclasses import dataclass
+
+_LOG_SIZE = 100_000  # the most recent answered requests kept in `log`
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One answered chat request: when it arrived and was answered (time.monotonic), its prompt tokens
+    and how many of them the prefix cache served, and the prompt_cache_key it carried."""
+
+    model: str
+    arrived: float
+    answered: float
+    prompt_tokens: int
+    cached_tokens: int
+    prompt_cache_key: str | None
 
 
 class SimStats:
@@ -21,6 +37,10 @@ class SimStats:
         # client really kept open for one model.
         self.waiting_by_model: Counter[str] = Counter()
         self.max_waiting_by_model: Counter[str] = Counter()
+        # Prompt tokens of answered requests, and those of them read from the prefix cache.
+        self.prompt_tokens: Counter[str] = Counter()
+        self.cached_tokens: Counter[str] = Counter()
+        self.log: deque[Served] = deque(maxlen=_LOG_SIZE)
 
     def reset(self) -> None:
         """Forget every count; requests still being served keep counting in in_flight."""
@@ -31,6 +51,14 @@ class SimStats:
         self.faults = Counter()
         self.max_in_flight = self.in_flight
         self.max_waiting_by_model = Counter(self.waiting_by_model)
+        self.prompt_tokens = Counter()
+        self.cached_tokens = Counter()
+        self.log.clear()
+
+    def served(self, record: Served) -> None:
+        self.prompt_tokens[record.model] += record.prompt_tokens
+        self.cached_tokens[record.model] += record.cached_tokens
+        self.log.append(record)
 
     def enter(self) -> None:
         self.in_flight += 1

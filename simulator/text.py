@@ -69,8 +69,13 @@ class Reply:
 
 
 def count_tokens(text: str) -> int:
-    """A cheap stand-in for a tokenizer: about four characters per token, never zero."""
-    return len(text) // 4 + 1
+    """A cheap stand-in for a tokenizer, never zero: four ASCII characters per token, and a token for
+    every other character (a CJK character is one or two cl100k tokens; Chinese prompts must weigh
+    what they do against the prefix cache's 1,024-token threshold)."""
+    if text.isascii():
+        return len(text) // 4 + 1
+    wide = sum(1 for ch in text if ord(ch) > 127)
+    return (len(text) - wide) // 4 + wide + 1
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -128,7 +133,14 @@ def cut_to_tokens(text: str, max_tokens: int) -> Reply:
     """`text` unchanged when it fits in max_tokens, else cut at a word boundary with finish_reason length."""
     if count_tokens(text) <= max_tokens:
         return Reply(text, "stop")
-    limit = max(0, 4 * max_tokens - 1)  # largest length whose count_tokens is max_tokens
+    if text.isascii():
+        limit = max(0, 4 * max_tokens - 1)  # largest length whose count_tokens is max_tokens
+    else:  # the longest prefix that fits (count_tokens grows with the length)
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if count_tokens(text[:mid]) <= max_tokens else (lo, mid - 1)
+        limit = lo
     cut = text[:limit]
     space = cut.rfind(" ")
     if space > limit // 2:

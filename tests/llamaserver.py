@@ -42,6 +42,7 @@ class ServerShape:
     ctx: int = 16384
     slots: int = 4
     threads: int = 1
+    extra_args: tuple[str, ...] = ()  # more llama-server flags (perf/judge_cache.py: --kv-unified)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class LlamaServer:
         self._log = log_path.open("w", encoding="utf-8")
         argv = [str(binary), "-m", str(gguf), "--host", "127.0.0.1", "--port", "0"]
         argv += ["-c", str(shape.ctx), "-np", str(shape.slots), "-t", str(shape.threads)]
-        argv += ["--metrics", "--slots"]
+        argv += ["--metrics", "--slots", *shape.extra_args]
         self._log.write(" ".join(argv) + "\n")
         self._log.flush()
         self.process = subprocess.Popen(

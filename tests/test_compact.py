@@ -161,7 +161,17 @@ def test_status_table(run: Path) -> None:
     m1, m2, m3 = rows[("m1", "fb")], rows[("m2", "fb")], rows[("m3", "fb")]
     assert (m1["planned"], m1["done"], m1["errors"]) == (40, 38, 2)  # i23, i33 still errors
     assert (m2["planned"], m2["done"], m2["errors"]) == (None, 36, 4)
-    assert m3 == {"model": "m3", "benchmark": "fb", "planned": 5, "done": 0, "errors": 0, "spent_usd": 0.0}
+    assert m3 == {
+        "model": "m3",
+        "benchmark": "fb",
+        "planned": 5,
+        "done": 0,
+        "errors": 0,
+        "spent_usd": 0.0,
+        "input_tokens": 0,
+        "cached_tokens": 0,
+        "cache_saved_usd": 0.0,
+    }
     # Every call paid for counts, superseded ones too: m1 has 36 + 2 retried ok generations + 40 judgments.
     assert m1["spent_usd"] == pytest.approx(0.01 * (36 + 2 + 40))
     assert m2["spent_usd"] == pytest.approx(0.01 * (36 + 40))

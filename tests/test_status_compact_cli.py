@@ -41,11 +41,12 @@ def test_status_then_compact_then_report_from_parquet(
     endpoints = lines[4 : lines.index("* learned from the provider's headers")]
     assert [x.split()[0] for x in endpoints] == ["alpha", "beta", "judge"]
     head = lines.index(next(x for x in lines if x.startswith("model ")))
-    assert lines[head].split() == ["model", "benchmark", "planned", "done", "errors", "spent", "$"]
+    head_words = ["model", "benchmark", "planned", "done", "errors", "spent", "$", "cached", "saved", "$"]
+    assert lines[head].split() == head_words
     rows = {tuple(x.split()[:2]): x.split()[2:] for x in lines[head + 2 :]}
     assert len(rows) == len(summary["by_model"]) == 6
     for entry in summary["by_model"]:
-        planned, done, errors, spent = rows[(entry["model"], entry["benchmark"])]
+        planned, done, errors, spent, _cached, _saved = rows[(entry["model"], entry["benchmark"])]
         assert (int(planned), int(done), int(errors)) == (entry["planned"], entry["planned"], 0)
         assert 0 < entry["planned"] <= 6
         assert float(spent) > 0

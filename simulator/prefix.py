@@ -1,0 +1,77 @@
+"""The simulator's prompt-prefix cache, shaped like the real services' (OpenAI, vLLM, llama.cpp).
+
+A prompt is cut into blocks of BLOCK_CHARS characters; each block is named by a hash chained over every
+block before it, so a name stands for the whole prefix up to it. A request reads the longest run of
+leading blocks already named; the simulator tokens of that prefix (text.count_tokens), in steps of
+BLOCK_TOKENS, are cached, and only from MIN_CACHED_TOKENS up (OpenAI caches prefixes of 1,024 tokens
+and more, in steps of 128). Blocks are
+named when a request carrying them has *completed*: requests started together all miss, which is what
+makes dispatch order matter. The least recently used names go first once `capacity` is reached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ifsweep.simulator.text import count_tokens, message_text
+
+BLOCK_TOKENS = 128
+MIN_CACHED_TOKENS = 1024
+BLOCK_CHARS = 128  # 32 tokens of English, 128 of Chinese
+
+
+def prompt_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The prompt as one string, roles included, so equal text under another role is another prefix."""
+    return "".join(f"\x1e{m.get('role', '')}\x1f{message_text(m)}" for m in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class Blocks:
+    text: str
+    names: list[bytes]
+
+
+def blocks_of(text: str, model: str) -> Blocks:
+    """The chained name of every full block of `text` (per model: caches are per model)."""
+    names = []
+    previous = hashlib.blake2b(model.encode(), digest_size=16).digest()
+    for start in range(0, len(text) - BLOCK_CHARS + 1, BLOCK_CHARS):
+        block = text[start : start + BLOCK_CHARS].encode("utf-8", "surrogatepass")
+        previous = hashlib.blake2b(previous + block, digest_size=16).digest()
+        names.append(previous)
+    return Blocks(text, names)
+
+
+class PrefixCache:
+    def __init__(self, capacity: int = 1_000_000) -> None:
+        self._names: OrderedDict[bytes, None] = OrderedDict()
+        self._capacity = capacity
+
+    def lookup(self, blocks: Blocks, prompt_tokens: int) -> int:
+        """Prompt tokens served from cache for a prompt cut into `blocks`."""
+        hit = 0
+        for name in blocks.names:
+            if name not in self._names:
+                break
+            self._names.move_to_end(name)
+            hit += 1
+        if not hit:
+            return 0
+        tokens = min(count_tokens(blocks.text[: hit * BLOCK_CHARS]) - 1, prompt_tokens)
+        cached = tokens - tokens % BLOCK_TOKENS
+        return cached if cached >= MIN_CACHED_TOKENS else 0
+
+    def store(self, blocks: Blocks) -> None:
+        """Name every block of a completed request's prompt."""
+        for name in blocks.names:
+            self._names[name] = None
+            self._names.move_to_end(name)
+        while len(self._names) > self._capacity:
+            self._names.popitem(last=False)
+
+    def clear(self) -> None:
+        self._names.clear()
