@@ -11,7 +11,10 @@ from types import TracebackType
 from typing import Literal
 
 import aiohttp
+import anyio
 
+from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
+from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.coordination import RateCoordinator
 from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
@@ -115,8 +118,11 @@ class ProviderPool:
         global_concurrency: int | None = None,
         clock: Clock | None = None,
         coordinator: RateCoordinator | None = None,
+        journal: BatchJournal | None = None,
     ) -> None:
         self.budget = budget
+        self._journal = journal  # where batch mode records its batches (the run's shards)
+        self._batch_endpoints: dict[int, BatchEndpoint] = {}
         self._coordinator = coordinator  # shares each endpoint's RPM/TPM with other processes
         self.retry = retry
         self._on_event = on_event
@@ -192,6 +198,56 @@ class ProviderPool:
         endpoint = Endpoint(self, spec, route, price, shared, sender)
         self._endpoints[id(spec)] = endpoint
         return endpoint
+
+    def caller(self, spec: EndpointSpec) -> Endpoint | BatchEndpoint:
+        """What sends `spec`'s calls: its Endpoint, or in batch mode (`spec.batch`) a BatchEndpoint over
+        the provider's Batch API, whose driver `run_batches` runs."""
+        endpoint = self.endpoint(spec)
+        if spec.batch is None:
+            return endpoint
+        existing = self._batch_endpoints.get(id(spec))
+        if existing is not None:
+            return existing
+        route = endpoint._route
+        model = route.model.partition("/")[2] or route.model if route.path == "litellm" else route.model
+
+        def client() -> BatchClient:
+            key = endpoint._api_key()
+            if route.path == "fast":
+                assert route.api_base is not None and key is not None
+                return OpenAIBatchClient(self._session(route.api_base), route.api_base, key)
+            return LiteLLMBatchClient(route.provider, route.api_base, key)
+
+        batch = BatchEndpoint(
+            spec,
+            spec.batch,
+            model=model,
+            client=client,
+            journal=self._journal if self._journal is not None else MemoryJournal(),
+            budget=self.budget,
+            price=endpoint.price(),
+            path=route.path,
+            where={
+                "model": spec.model,
+                "provider": route.provider,
+                "api_base": route.api_base,
+                "api_key_env": spec.api_key_env,
+            },
+            stats=endpoint.stats,
+            redact=self.redact_answer,
+        )
+        self._batch_endpoints[id(spec)] = batch
+        return batch
+
+    @property
+    def batch_endpoints(self) -> list[BatchEndpoint]:
+        return list(self._batch_endpoints.values())
+
+    async def run_batches(self) -> None:
+        """Every batch endpoint's driver (submit, poll, deliver) until cancelled."""
+        async with anyio.create_task_group() as tg:
+            for batch in self._batch_endpoints.values():
+                tg.start_soon(batch.run)
 
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)
@@ -326,8 +382,9 @@ class Endpoint:
             )
         return value
 
-    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion:
-        """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted."""
+    async def complete(self, messages: Sequence[Mapping[str, str]], *, key: str | None = None) -> Completion:
+        """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted. `key`, the
+        caller's name for the call, matters only in batch mode (providers/batch.py)."""
         self._shared.counters.calls += 1
         start = time.perf_counter()
         try:

@@ -28,9 +28,26 @@ ErrorKind = Literal[
 class Price:
     input_per_mtok: float
     output_per_mtok: float
+    # What the provider's Batch API charges; None: half the interactive price (OpenAI, Anthropic, Gemini).
+    batch_input_per_mtok: float | None = None
+    batch_output_per_mtok: float | None = None
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPolicy:
+    """`batch = true` on a model or the judge: its calls go through the provider's Batch API
+    (providers/batch.py). A batch is submitted when `max_requests` are waiting or the oldest has waited
+    `max_age_s`; it is polled after `poll_s`, the interval doubling up to `poll_max_s`; a request whose
+    batch failed or expired joins up to `max_retries` later batches."""
+
+    max_requests: int = 1000
+    max_age_s: float = 30.0
+    poll_s: float = 10.0
+    poll_max_s: float = 300.0
+    max_retries: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +66,7 @@ class EndpointSpec:
     price: Price | None = None  # overrides LiteLLM's price map
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could
     timeout_s: float = 120.0  # per-call deadline, retries included
+    batch: BatchPolicy | None = None  # send through the provider's Batch API
 
 
 @dataclass(frozen=True, slots=True)

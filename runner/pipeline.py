@@ -30,7 +30,10 @@ RECORD_VERSION = keys.KEY_SCHEMA
 class SupportsComplete(Protocol):
     spec: EndpointSpec
 
-    async def complete(self, messages: Sequence[Mapping[str, str]]) -> Completion: ...
+    # `key`: the call's content key, which batch mode uses as the request's custom_id (providers/batch.py).
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], *, key: str | None = None
+    ) -> Completion: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +210,7 @@ class Pipeline:
                 return gen
         done = self._pending[key] = anyio.Event()
         try:
-            completion = await endpoint.complete(_msgs(inst.messages))
+            completion = await endpoint.complete(_msgs(inst.messages), key=key)
             gen = completion_record("generation", key, completion) | {
                 "model": endpoint.spec.label,
                 "benchmark": job.cfg.label,
@@ -238,7 +241,7 @@ class Pipeline:
                 rec = self._cached(key)
                 fresh = rec is None
                 if rec is None:
-                    completion = await self.judge.complete(_msgs(messages))
+                    completion = await self.judge.complete(_msgs(messages), key=key)
                     rec = completion_record("judgment", key, completion) | {
                         "judge": self.judge.spec.label,
                         "model": spec.label,
