@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.abc
 import orjson
 
 from ifsweep.providers.batch_clients import BatchClient, BatchInfo
@@ -181,7 +182,8 @@ class BatchEndpoint:
         self._open: dict[str, _Open] = {}
         self._ended: dict[str, _Open] = {}  # over, not yet closed
         self._resumed_holds: dict[str, Reservation] = {}
-        self._wake = anyio.Event()
+        self._wake_collect = anyio.Event()  # a call joined the collector
+        self._wake_poll = anyio.Event()  # a batch was submitted
         self._loaded = False
         self._submitted = 0
         self._done = 0
@@ -236,7 +238,7 @@ class BatchEndpoint:
         reservation = await self._budget.reserve_when_settled([self.spec.label], worst)
         call = _Call(key, body, worst, reservation)
         self._queue.append(call)
-        self._wake.set()
+        self._wake_collect.set()
         try:
             await call.waiter.wait()
         except BaseException:
@@ -263,9 +265,10 @@ class BatchEndpoint:
 
     # ------------------------------------------------------------------------------------ the driver
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Submit and poll until cancelled. Batches already submitted keep running at the provider."""
         self.running_driver = True
+        task_status.started()
         try:
             await self._load()
             async with anyio.create_task_group() as tg:
@@ -337,21 +340,21 @@ class BatchEndpoint:
     def _track(self, intent: str, batch_id: str, file_id: str, keys: tuple[str, ...], at: float) -> None:
         p = self.policy
         self._open[intent] = _Open(intent, batch_id, file_id, keys, at, p.poll_s, time.monotonic() + p.poll_s)
-        self._wake.set()
+        self._wake_poll.set()
 
     async def _collect(self) -> None:
         p = self.policy
         while True:
             if not self._queue:
-                self._wake = anyio.Event()
-                await self._wake.wait()
+                self._wake_collect = anyio.Event()
+                await self._wake_collect.wait()
                 continue
             oldest = min(c.queued_at for c in self._queue)
             left = oldest + p.max_age_s - time.monotonic()
             if len(self._queue) < p.max_requests and left > 0:
-                self._wake = anyio.Event()
+                self._wake_collect = anyio.Event()
                 with anyio.move_on_after(left):
-                    await self._wake.wait()
+                    await self._wake_collect.wait()
                 continue
             take, self._queue = self._queue[: p.max_requests], self._queue[p.max_requests :]
             await self._submit([c for c in take if not c.cancelled])
@@ -417,9 +420,9 @@ class BatchEndpoint:
             self._close_answered()
             wait = min((b.due for b in self._open.values()), default=now + 3600) - time.monotonic()
             if wait > 0:
-                self._wake = anyio.Event()
+                self._wake_poll = anyio.Event()
                 with anyio.move_on_after(wait):
-                    await self._wake.wait()
+                    await self._wake_poll.wait()
 
     async def _finish(self, b: _Open, info: BatchInfo) -> None:
         """Read the output and error files of a batch that is over and answer every key it holds."""
@@ -470,7 +473,7 @@ class BatchEndpoint:
                 call.waiter.set()
             else:
                 self._answer(call, result)
-        self._wake.set()
+        self._wake_collect.set()
 
     def _answer(self, call: _Call, result: Completion) -> None:
         self._release(call, result.cost_usd)

@@ -12,6 +12,7 @@ from typing import Literal
 
 import aiohttp
 import anyio
+import anyio.abc
 
 from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
 from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
@@ -243,11 +244,15 @@ class ProviderPool:
     def batch_endpoints(self) -> list[BatchEndpoint]:
         return list(self._batch_endpoints.values())
 
-    async def run_batches(self) -> None:
-        """Every batch endpoint's driver (submit, poll, deliver) until cancelled."""
+    async def run_batches(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Every batch endpoint's driver (submit, poll, deliver) until cancelled. Start it with
+        `await task_group.start(pool.run_batches)`: calls are taken once it has started."""
         async with anyio.create_task_group() as tg:
             for batch in self._batch_endpoints.values():
-                tg.start_soon(batch.run)
+                await tg.start(batch.run)
+            task_status.started()
 
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)

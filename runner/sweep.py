@@ -242,7 +242,7 @@ async def run_sweep(
                         if coordinator is not None:
                             outer.start_soon(coordinator.run)
                         if pool.batch_endpoints:
-                            outer.start_soon(pool.run_batches)
+                            await outer.start(pool.run_batches)
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:

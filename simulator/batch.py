@@ -14,6 +14,7 @@ back finds its batches, as with the real service.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import time
@@ -200,6 +201,9 @@ class BatchAPI:
         )
         self.batches[batch.id] = batch
         self._stats.batches_created += 1
+        for line in lines:
+            with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+                self._stats.batch_requests[str(orjson.loads(line).get("custom_id"))] += 1
         return _ok(batch.obj())
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -282,7 +286,6 @@ class BatchAPI:
         custom_id = req.get("custom_id") if isinstance(req, dict) else None
         if not isinstance(custom_id, str):
             return custom_id, 0, {"code": "invalid_request", "message": "custom_id must be a string"}
-        self._stats.batch_requests[custom_id] += 1
         if expired:
             return custom_id, 0, {"code": "batch_expired", "message": "not processed within the window"}
         body = req.get("body")

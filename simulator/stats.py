@@ -18,7 +18,7 @@ class SimStats:
         self.in_flight = 0
         self.max_in_flight = 0
         # The Batch API (simulator/batch.py): batches created, and requests by custom_id over every batch
-        # (a count above 1 is a request submitted twice).
+        # created (a count above 1 is a request submitted twice).
         self.batches_created = 0
         self.batch_requests: Counter[str] = Counter()
         # Per model, requests inside their simulated latency at once (the most seen): how many calls a
