@@ -184,7 +184,8 @@ class BatchEndpoint:
         self._resumed_holds: dict[str, Reservation] = {}
         self._wake_collect = anyio.Event()  # a call joined the collector
         self._wake_poll = anyio.Event()  # a batch was submitted
-        self._loaded = False
+        self._loading = False
+        self._loaded = anyio.Event()
         self._submitted = 0
         self._done = 0
         self.running_driver = False
@@ -287,10 +288,20 @@ class BatchEndpoint:
         return self._client
 
     async def _load(self) -> None:
-        """Once: every batch the journal knows for this endpoint; the open ones are polled again."""
-        if self._loaded:
+        """Once: every batch the journal knows for this endpoint; the open ones are polled again. Calls
+        wait until it is done, or one could be submitted again before its open batch is known."""
+        if self._loaded.is_set():
             return
-        self._loaded = True
+        if self._loading:
+            await self._loaded.wait()
+            return
+        self._loading = True
+        try:
+            await self._load_now()
+        finally:
+            self._loaded.set()
+
+    async def _load_now(self) -> None:
         state: dict[str, dict[str, Any]] = {}
         for rec in self._journal.batches():
             if rec.get("endpoint") != self.spec.label or rec.get("model") != self._where.get("model"):
@@ -309,7 +320,13 @@ class BatchEndpoint:
             file_id = str(rec.get("input_file_id"))
             if not isinstance(batch_id, str):
                 # Written before a create whose answer never came back: did it happen?
-                found = await self._find_created(intent, file_id)
+                try:
+                    found = await self._find_created(intent, file_id)
+                except _OpFailed as failed:
+                    raise RuntimeError(
+                        f"{self.spec.label}: cannot tell whether the batch of input file {file_id} was "
+                        f"created ({failed.message}); run again once the provider answers"
+                    ) from None
                 if found is None:
                     self._journal.append(self._record(intent, "closed", rec, reason="never created"))
                     continue

@@ -260,8 +260,8 @@ async def run_sweep(
         if still_open and status != "complete":
             # Left running at the provider (never cancelled on exit): the next run collects them.
             message = (message + "; " if message else "") + (
-                f"{still_open} batches still running at the provider: run the same command again to collect "
-                f"their results (`ifsweep batches {run_dir} --cancel` cancels them)"
+                f"{still_open} batch{'es' if still_open != 1 else ''} still running at the provider: run the "
+                f"same command again to collect the results (`ifsweep batches {run_dir} --cancel` cancels)"
             )
         if status == "complete":
             try:

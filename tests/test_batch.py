@@ -348,3 +348,21 @@ def test_litellm_route_against_the_simulator(
     assert judged and {j["path"] for j in judged} == {"litellm"}
     assert sim.stats.requests == 0
     gc.collect()
+
+
+def test_ctrl_c_leaves_submitted_batches_running_and_says_how_to_resume(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=3600)))
+    cfg = tmp_path / "b.toml"
+    run_dir = tmp_path / "run"
+    cfg.write_text(sweep_toml(run_dir, sim.base_url, batch=FAST, extra_run="stop_deadline_s = 0.5"))
+    proc = child(cfg)
+    wait_for_submitted(run_dir, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "still running at the provider: run the same command again" in err.decode()
+    ids = [b.batch_id for b in open_batches(run_dir)]
+    assert ids and sim.stats.batches_created == len(ids)
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
