@@ -48,23 +48,12 @@ from ifsweep.providers.records import (
 from ifsweep.providers.retry import HttpStatusError, classify
 
 BATCH_KIND = "batch"  # the journal's record kind
-BATCH_DISCOUNT = 0.5  # the batch price when the price table gives none (OpenAI, Anthropic, Gemini)
 # Transient failures of the Batch API's own calls (upload, create, poll, download) are retried this
 # often, with back-off from the policy's poll interval, before the requests involved fail.
 _OP_ATTEMPTS = 5
 _RETRY_KINDS: frozenset[ErrorKind] = frozenset({"rate_limit", "server", "timeout", "connection", "malformed"})
 # Request-level error codes in an error file that mean "not done, send again".
 _AGAIN_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_failed", "rate_limit_exceeded"})
-
-
-def batch_price(price: Price) -> Price:
-    """What a call through the Batch API costs: the price table's batch prices, else half."""
-    inp = price.batch_input_per_mtok
-    out = price.batch_output_per_mtok
-    return Price(
-        input_per_mtok=inp if inp is not None else price.input_per_mtok * BATCH_DISCOUNT,
-        output_per_mtok=out if out is not None else price.output_per_mtok * BATCH_DISCOUNT,
-    )
 
 
 class BatchJournal(Protocol):
@@ -165,7 +154,7 @@ class BatchEndpoint:
         self._client: BatchClient | None = None
         self._journal = journal
         self._budget = budget
-        self._price = batch_price(price) if price is not None else None
+        self._price = price.for_batch() if price is not None else None
         self._where = dict(where)
         self._stats = stats
         self._redact = redact
@@ -634,5 +623,4 @@ __all__ = [
     "BatchJournal",
     "BatchProgress",
     "MemoryJournal",
-    "batch_price",
 ]

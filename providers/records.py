@@ -24,6 +24,9 @@ ErrorKind = Literal[
 ]
 
 
+BATCH_DISCOUNT = 0.5  # a Batch API's price when the price table gives none
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
     input_per_mtok: float
@@ -34,6 +37,15 @@ class Price:
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+    def for_batch(self) -> Price:
+        """What a call through the provider's Batch API costs: the batch prices, else half (OpenAI's,
+        Anthropic's and Gemini's discount)."""
+        inp, out = self.batch_input_per_mtok, self.batch_output_per_mtok
+        return Price(
+            input_per_mtok=inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT,
+            output_per_mtok=out if out is not None else self.output_per_mtok * BATCH_DISCOUNT,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ class StoreJournal:
     """The run's shards as the batch journal."""
 
     store: RunStore
+    _read: list[Mapping[str, Any]] | None = None  # the batch records at start, read once for every endpoint
 
     def append(self, record: Mapping[str, Any]) -> None:
         self.store.append({"v": keys.KEY_SCHEMA, **record})
@@ -36,7 +37,10 @@ class StoreJournal:
         return self.store.get(key) is not None
 
     def batches(self) -> Iterable[Mapping[str, Any]]:
-        return list(self.store.iter_records({BATCH_KIND}))
+        # Each batch endpoint reads this once, at start, for its own records: one scan serves them all.
+        if self._read is None:
+            self._read = list(self.store.iter_records({BATCH_KIND}))
+        return self._read
 
 
 @dataclass(frozen=True, slots=True)

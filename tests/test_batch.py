@@ -366,3 +366,47 @@ def test_ctrl_c_leaves_submitted_batches_running_and_says_how_to_resume(
     ids = [b.batch_id for b in open_batches(run_dir)]
     assert ids and sim.stats.batches_created == len(ids)
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
+
+
+def test_a_batch_created_but_not_recorded_is_found_at_the_provider_not_created_again(
+    tmp_path: Path, sim: SimulatorThread, interactive: tuple[dict[str, Any], dict[Any, Any]]
+) -> None:
+    """Killed between the create and its `submitted` record: only the intent (input file, custom_ids)
+    is in the shards. The resume finds the batch by its input file instead of creating another."""
+    sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=60)))
+    cfg = tmp_path / "b.toml"
+    run_dir = tmp_path / "run"
+    cfg.write_text(sweep_toml(run_dir, sim.base_url, batch=FAST))
+    proc = child(cfg)
+    try:
+        wait_for_submitted(run_dir, proc)
+    finally:
+        kill(proc)
+    for shard in (run_dir / "shards").glob("*.jsonl"):  # whole lines out: the others stay valid
+        lines = shard.read_bytes().splitlines(keepends=True)
+        shard.write_bytes(b"".join(line for line in lines if b'"state":"submitted"' not in line))
+    unconfirmed = open_batches(run_dir)
+    assert unconfirmed and all(b.batch_id is None for b in unconfirmed)
+    created = sim.stats.batches_created
+    assert created == len(unconfirmed)
+    sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2)))
+    code, summary = run(cfg, cfg.read_text())
+    assert code == 0 and summary["status"] == "complete"
+    assert verdicts(run_dir) == interactive[1]
+    assert max(sim.stats.batch_requests.values()) == 1
+    adopted = [sl.record() for sl in scan_shards(run_dir, kinds=("batch",))]
+    assert sum(1 for r in adopted if r["state"] == "submitted") >= created
+
+
+def test_batch_progress_line() -> None:
+    from ifsweep.providers.batch import BatchProgress
+    from ifsweep.runner.progress import batch_text
+
+    running = BatchProgress("judge", submitted=3, running=2, done=1, requests_waiting=40, eta_s=300.0)
+    idle = BatchProgress("m", submitted=1, running=0, done=1, requests_waiting=0, eta_s=None)
+    text = batch_text([running, idle])
+    assert text.startswith("batches: 4 submitted, 2 running, 2 done, 40 requests collecting, ETA ")
+    assert "unknown" not in text
+    unknown = BatchProgress("m", submitted=1, running=1, done=0, requests_waiting=0, eta_s=None)
+    assert batch_text([running, unknown]).endswith("ETA unknown")
+    assert batch_text([idle]) == "batches: 1 submitted, 0 running, 1 done"
