@@ -48,6 +48,8 @@ from ifsweep.providers.records import (
 from ifsweep.providers.retry import HttpStatusError, classify
 
 BATCH_KIND = "batch"  # the journal's record kind
+# What every record of a batch repeats (see BatchEndpoint._record).
+_CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "submitted_at")
 # Transient failures of the Batch API's own calls (upload, create, poll, download) are retried this
 # often, with back-off from the policy's poll interval, before the requests involved fail.
 _OP_ATTEMPTS = 5
@@ -117,6 +119,7 @@ class _Open:
     submitted_at: float  # wall clock
     interval: float
     due: float  # monotonic
+    facts: Mapping[str, Any] = field(default_factory=dict)  # what its journal records repeat
     info: BatchInfo | None = None
     ended: bool = False
 
@@ -165,7 +168,6 @@ class BatchEndpoint:
         self._queue: list[_Call] = []
         self._waiting: dict[str, _Call] = {}  # submitted, by key
         self._ready: dict[str, Completion] = {}  # results of batches found open at start, nobody asked yet
-        self._again: set[str] = set()  # keys of such batches that need another batch when asked for
         self._latest: dict[str, str] = {}  # key -> intent of the newest batch holding it
         self._tries: dict[str, int] = {}  # key -> batches it has been in
         self._open: dict[str, _Open] = {}
@@ -267,8 +269,10 @@ class BatchEndpoint:
         finally:
             self.running_driver = False
             self._close_answered()
-            for hold in self._resumed_holds.values():  # their batches are still running: assume the worst
-                self._budget.settle(hold, hold.amount_usd)
+            for key, hold in self._resumed_holds.items():
+                # Answered but never asked for: its cost; else its batch still runs: assume the worst.
+                ready = self._ready.get(key)
+                self._budget.settle(hold, ready.cost_usd if ready is not None else hold.amount_usd)
             self._resumed_holds.clear()
 
     def client(self) -> BatchClient:
@@ -325,7 +329,7 @@ class BatchEndpoint:
             if all(self._latest.get(k) != intent or self._journal.answered(k) for k in keys):
                 self._journal.append(self._record(intent, "closed", rec, batch_id=batch_id))
                 continue
-            self._track(intent, batch_id, file_id, keys, float(rec.get("submitted_at") or time.time()))
+            self._track(intent, batch_id, rec)
             self._submitted += 1
             per_key = float(rec.get("reserved_usd") or 0.0) / max(1, len(keys))
             for k in keys:
@@ -343,9 +347,19 @@ class BatchEndpoint:
                 return info
         return None
 
-    def _track(self, intent: str, batch_id: str, file_id: str, keys: tuple[str, ...], at: float) -> None:
+    def _track(self, intent: str, batch_id: str, facts: Mapping[str, Any]) -> None:
         p = self.policy
-        self._open[intent] = _Open(intent, batch_id, file_id, keys, at, p.poll_s, time.monotonic() + p.poll_s)
+        facts = {k: facts[k] for k in _CARRIED if k in facts} | {"batch_id": batch_id}
+        self._open[intent] = _Open(
+            intent,
+            batch_id,
+            str(facts.get("input_file_id")),
+            tuple(facts.get("custom_ids") or ()),
+            float(facts.get("submitted_at") or time.time()),
+            p.poll_s,
+            time.monotonic() + p.poll_s,
+            facts,
+        )
         self._wake_poll.set()
 
     async def _collect(self) -> None:
@@ -381,7 +395,7 @@ class BatchEndpoint:
                 self._answer(c, self._error(failed.kind, f"batch upload failed: {failed.message}", 0.0))
             return
         intent = hashlib.sha256(f"{self.spec.label}\0{file_id}\0{time.time()}".encode()).hexdigest()
-        base = {"custom_ids": list(keys), "input_file_id": file_id}
+        base = {"custom_ids": list(keys), "input_file_id": file_id, "submitted_at": time.time()}
         reserved = sum(c.worst for c in calls)
         self._journal.append(self._record(intent, "intent", base, reserved_usd=reserved))
         self._journal.sync()  # on disk before the batch can exist
@@ -404,7 +418,7 @@ class BatchEndpoint:
         self._journal.append(self._record(intent, "submitted", base, batch_id=info.id, reserved_usd=reserved))
         self._journal.sync()
         self._submitted += 1
-        self._track(intent, info.id, file_id, keys, time.time())
+        self._track(intent, info.id, base | {"reserved_usd": reserved})
 
     async def _poll(self) -> None:
         while True:
@@ -491,9 +505,7 @@ class BatchEndpoint:
     def _close_answered(self) -> None:
         for intent, b in list(self._ended.items()):
             if all(self._latest.get(k) != intent or self._journal.answered(k) for k in b.keys):
-                self._journal.append(
-                    self._record(intent, "closed", {"custom_ids": list(b.keys)}, batch_id=b.batch_id)
-                )
+                self._journal.append(self._record(intent, "closed", b.facts, batch_id=b.batch_id))
                 del self._ended[intent]
 
     def _read_line(self, line: bytes, b: _Open) -> tuple[str | None, Completion | _Failure]:
@@ -557,14 +569,17 @@ class BatchEndpoint:
         )
 
     def _record(self, intent: str, state: str, base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+        """One journal record of batch `intent`. From `base` (a batch's earlier record, or the fields
+        at hand) only the batch's own facts carry over; each record repeats them, so the newest alone
+        says everything."""
+        facts = {k: base[k] for k in _CARRIED if k in base}
         return {
             "kind": BATCH_KIND,
             "key": intent,
             "state": state,
             "endpoint": self.spec.label,
             **self._where,
-            "submitted_at": time.time(),
-            **base,
+            **facts,
             **extra,
             "ts": time.time(),
         }

@@ -389,13 +389,24 @@ def test_a_batch_created_but_not_recorded_is_found_at_the_provider_not_created_a
     assert unconfirmed and all(b.batch_id is None for b in unconfirmed)
     created = sim.stats.batches_created
     assert created == len(unconfirmed)
+    before_kill = {b.id for b in anyio.run(listing, sim)}
     sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2)))
     code, summary = run(cfg, cfg.read_text())
     assert code == 0 and summary["status"] == "complete"
     assert verdicts(run_dir) == interactive[1]
     assert max(sim.stats.batch_requests.values()) == 1
-    adopted = [sl.record() for sl in scan_shards(run_dir, kinds=("batch",))]
-    assert sum(1 for r in adopted if r["state"] == "submitted") >= created
+    # Each unconfirmed intent was adopted: a `submitted` record naming the batch created before the kill.
+    adopted = {
+        r["key"]: r["batch_id"]
+        for r in (sl.record() for sl in scan_shards(run_dir, kinds=("batch",)))
+        if r["state"] == "submitted"
+    }
+    assert {adopted.get(b.intent) for b in unconfirmed} == before_kill
+
+
+async def listing(sim: SimulatorThread) -> list[Any]:
+    async with aiohttp.ClientSession() as session:
+        return await OpenAIBatchClient(session, sim.base_url, "sk-test").listing()
 
 
 def test_batch_progress_line() -> None:
