@@ -210,7 +210,7 @@ class BatchEndpoint:
 
     async def complete(self, messages: Sequence[Mapping[str, str]], *, key: str | None = None) -> Completion:
         body = orjson.dumps({"model": self._model, "messages": list(messages), **self._params})
-        key = key or hashlib.sha256(body).hexdigest()
+        key = key or hashlib.sha256(body).hexdigest()[:32]  # the shards' key length
         if not self.running_driver:
             raise RuntimeError(f"{self.spec.label}: batch mode needs the endpoint's driver running (run())")
         await self._load()
@@ -394,7 +394,9 @@ class BatchEndpoint:
             for c in calls:
                 self._answer(c, self._error(failed.kind, f"batch upload failed: {failed.message}", 0.0))
             return
-        intent = hashlib.sha256(f"{self.spec.label}\0{file_id}\0{time.time()}".encode()).hexdigest()
+        intent = hashlib.sha256(f"{self.spec.label}\0{file_id}\0{time.time()}".encode()).hexdigest()[
+            :32
+        ]  # the shards' key length
         base = {"custom_ids": list(keys), "input_file_id": file_id, "submitted_at": time.time()}
         reserved = sum(c.worst for c in calls)
         self._journal.append(self._record(intent, "intent", base, reserved_usd=reserved))
