@@ -394,9 +394,9 @@ class BatchEndpoint:
             for c in calls:
                 self._answer(c, self._error(failed.kind, f"batch upload failed: {failed.message}", 0.0))
             return
-        intent = hashlib.sha256(f"{self.spec.label}\0{file_id}\0{time.time()}".encode()).hexdigest()[
-            :32
-        ]  # the shards' key length
+        # The journal's key for this batch, as long as the shards' keys.
+        seed = f"{self.spec.label}\0{file_id}\0{time.time()}".encode()
+        intent = hashlib.sha256(seed).hexdigest()[:32]
         base = {"custom_ids": list(keys), "input_file_id": file_id, "submitted_at": time.time()}
         reserved = sum(c.worst for c in calls)
         self._journal.append(self._record(intent, "intent", base, reserved_usd=reserved))
