@@ -421,3 +421,20 @@ def test_batch_progress_line() -> None:
     unknown = BatchProgress("m", submitted=1, running=1, done=0, requests_waiting=0, eta_s=None)
     assert batch_text([running, unknown]).endswith("ETA unknown")
     assert batch_text([idle]) == "batches: 1 submitted, 0 running, 1 done"
+
+
+def test_plan_prices_batch_mode_at_the_batch_price(tmp_path: Path) -> None:
+    from ifsweep.runner.config import load_config
+    from ifsweep.runner.planning import estimate
+    from ifsweep.runner.sweep import load_work
+
+    def costs(batch: str | None) -> list[tuple[float | None, float | None]]:
+        cfg_path = tmp_path / f"{batch is not None}.toml"
+        cfg_path.write_text(sweep_toml(tmp_path / "run", "http://127.0.0.1:9/v1", batch=batch))
+        cfg = load_config(cfg_path)
+        return [(e.cost_low, e.cost_high) for e in estimate(cfg, load_work(cfg))]
+
+    interactive, batched = costs(None), costs("max_requests = 10")
+    assert interactive and len(batched) == len(interactive)
+    for (lo, hi), (blo, bhi) in zip(interactive, batched, strict=True):
+        assert lo and hi and blo == pytest.approx(lo / 2) and bhi == pytest.approx(hi / 2)
