@@ -28,7 +28,7 @@ class StoreJournal:
     _read: list[Mapping[str, Any]] | None = None  # the batch records at start, read once for every endpoint
 
     def append(self, record: Mapping[str, Any]) -> None:
-        self.store.append({"v": keys.KEY_SCHEMA, **record})
+        self.store.append({"v": keys.KEY_SCHEMA, **record, "writer": self.store.writer_id})
 
     def sync(self) -> None:
         self.store.flush()
@@ -38,8 +38,10 @@ class StoreJournal:
 
     def batches(self) -> Iterable[Mapping[str, Any]]:
         # Each batch endpoint reads this once, at start, for its own records: one scan serves them all.
+        # A partition polls only its own batches: the others' keys are never asked for here.
         if self._read is None:
-            self._read = list(self.store.iter_records({BATCH_KIND}))
+            own = self.store.writer_id
+            self._read = [r for r in self.store.iter_records({BATCH_KIND}) if r.get("writer") == own]
         return self._read
 
 
