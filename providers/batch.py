@@ -22,6 +22,7 @@ back as error Completions, like the interactive path's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -167,6 +168,8 @@ class BatchEndpoint:
         self._params = dict(params)
         self._queue: list[_Call] = []
         self._waiting: dict[str, _Call] = {}  # submitted, by key
+        self._calls: dict[str, _Call] = {}  # queued or submitted this run, by key
+        self._taken: dict[str, Completion] = {}  # results of batches found open at start, once handed out
         self._ready: dict[str, Completion] = {}  # results of batches found open at start, nobody asked yet
         self._latest: dict[str, str] = {}  # key -> intent of the newest batch holding it
         self._tries: dict[str, int] = {}  # key -> batches it has been in
@@ -224,11 +227,21 @@ class BatchEndpoint:
         ready = self._ready.pop(key, None)
         if ready is not None:
             self._settle_resumed(key, ready.cost_usd)
+            self._taken[key] = ready
             return ready
+        taken = self._taken.get(key)
+        if taken is not None:  # asked twice at once, answered from a batch found open at start
+            return dataclasses.replace(taken, cost_usd=0.0)
         self._settle_resumed(key, 0.0)  # its batch failed it: it goes again, as a fresh call
+        while (leader := self._calls.get(key)) is not None:
+            # The same request asked twice at once (two model ids on one endpoint judged alike): one
+            # line per custom_id in a batch, and one payment; the second asker records no cost.
+            await leader.waiter.wait()
+            if leader.result is not None:
+                return dataclasses.replace(leader.result, cost_usd=0.0)
         worst = self._worst(messages)
         reservation = await self._budget.reserve_when_settled([self.spec.label], worst)
-        call = _Call(key, body, worst, reservation)
+        call = self._calls[key] = _Call(key, body, worst, reservation)
         self._queue.append(call)
         self._wake_collect.set()
         try:
@@ -238,6 +251,8 @@ class BatchEndpoint:
             if call in self._queue:  # never submitted: nothing was billed
                 self._queue.remove(call)
                 self._release(call, 0.0)
+                self._calls.pop(key, None)
+                call.waiter.set()  # whoever waits on it asks for itself
             raise
         assert call.result is not None
         return call.result
@@ -486,8 +501,11 @@ class BatchEndpoint:
                     elif not call.cancelled:
                         call.queued_at = time.monotonic()
                         self._queue.append(call)
-                    else:
+                    else:  # its asker is gone: nothing was billed; whoever else waits asks for itself
                         self._release(call, 0.0)
+                        if self._calls.get(key) is call:
+                            del self._calls[key]
+                        call.waiter.set()
                     continue
                 result = self._error(result.kind, f"{why}: {result.message}", 0.0)
             if call.resumed:
@@ -498,6 +516,8 @@ class BatchEndpoint:
         self._wake_collect.set()
 
     def _answer(self, call: _Call, result: Completion) -> None:
+        if self._calls.get(call.key) is call:
+            del self._calls[call.key]
         self._release(call, result.cost_usd)
         call.result = result
         call.waiter.set()

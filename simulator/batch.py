@@ -65,6 +65,7 @@ class _Batch:
     created_at: int
     fate: str  # completed | failed | expired, drawn at create
     total: int
+    why: str  # the failure's message
     status: str = "validating"
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -188,6 +189,10 @@ class BatchAPI:
             else "completed"
         )
         lines = [line for line in f.data.splitlines() if line.strip()]
+        ids = [_custom_id(line) for line in lines]
+        why = "simulated validation failure"
+        if len(set(ids)) < len(ids):  # as OpenAI's validation does
+            fate, why = "failed", "custom_id values must be unique within a batch"
         batch = _Batch(
             id=f"batch_sim{next(self._ids):06d}",
             input_file_id=f.id,
@@ -198,12 +203,12 @@ class BatchAPI:
             created_at=int(time.time()),
             fate=fate,
             total=len(lines),
+            why=why,
         )
         self.batches[batch.id] = batch
         self._stats.batches_created += 1
-        for line in lines:
-            with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
-                self._stats.batch_requests[str(orjson.loads(line).get("custom_id"))] += 1
+        for custom_id in ids:
+            self._stats.batch_requests[custom_id] += 1
         return _ok(batch.obj())
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -239,7 +244,7 @@ class BatchAPI:
         batch.ended_at = int(time.time())
         if batch.fate == "failed":
             batch.status = "failed"
-            batch.errors = [{"code": "invalid_request", "message": "simulated validation failure", "line": 1}]
+            batch.errors = [{"code": "invalid_request", "message": batch.why, "line": 1}]
             return batch
         self._work_out(batch)
         return batch
@@ -297,6 +302,12 @@ class BatchAPI:
             )
         status, payload = self._answer(orjson.dumps(body), self._fault())
         return custom_id, status, payload
+
+
+def _custom_id(line: bytes) -> str:
+    with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+        return str(orjson.loads(line).get("custom_id"))
+    return "None"
 
 
 def _ok(payload: Any) -> web.Response:

@@ -438,3 +438,27 @@ def test_plan_prices_batch_mode_at_the_batch_price(tmp_path: Path) -> None:
     assert interactive and len(batched) == len(interactive)
     for (lo, hi), (blo, bhi) in zip(interactive, batched, strict=True):
         assert lo and hi and blo == pytest.approx(lo / 2) and bhi == pytest.approx(hi / 2)
+
+
+@pytest.mark.timeout(120)  # before the fix, the first asker waited for ever
+def test_one_request_asked_twice_at_once_is_submitted_once_and_paid_once(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Two model ids on one endpoint: the same answers, so the same judge requests at the same time.
+    A batch may hold each custom_id once (the simulator fails a batch that repeats one, as OpenAI does)."""
+    text = sweep_toml(tmp_path / "run", sim.base_url, batch=FAST)
+    first = text.index("[[models]]")
+    table = text[first : text.index("[judge]")]
+    text = text.replace(table, table + table.replace('id = "alpha"', 'id = "alpha2"'), 1)
+    code, summary = run(tmp_path / "b.toml", text)
+    assert code == 0 and summary["status"] == "complete"
+    assert max(sim.stats.batch_requests.values()) == 1
+    rows = stored_records(tmp_path / "run", {"verdict"})
+    by_model = {
+        m: sorted((r["instance_id"], str(r["rows"])) for r in rows if r["model"] == m)
+        for m in ("alpha", "alpha2")
+    }
+    assert by_model["alpha"] == by_model["alpha2"] and by_model["alpha"]
+    judged = stored_records(tmp_path / "run", {"judgment"})
+    paid = [j for j in judged if j["cost_usd"] > 0]
+    assert len({j["key"] for j in paid}) == len(paid)  # each judge request paid for once
