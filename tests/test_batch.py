@@ -462,3 +462,60 @@ def test_one_request_asked_twice_at_once_is_submitted_once_and_paid_once(
     judged = stored_records(tmp_path / "run", {"judgment"})
     paid = [j for j in judged if j["cost_usd"] > 0]
     assert len({j["key"] for j in paid}) == len(paid)  # each judge request paid for once
+
+
+def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: SimulatorThread) -> None:
+    """The journal holds an intent (its input file uploaded) but the provider has no batch for it: the
+    create never happened. Its requests go in a new batch, once; the intent is closed as never created."""
+    from ifsweep.providers.batch import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    messages = [{"role": "user", "content": "say something"}]
+    spec = EndpointSpec(
+        label="m",
+        model="openai/sim-m",
+        api_base=sim.base_url,
+        params={"max_tokens": 512},
+        price=Price(1.0, 4.0),  # no price lookup (and no LiteLLM import)
+        batch=BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1),
+    )
+
+    async def go() -> tuple[Any, MemoryJournal]:
+        async with aiohttp.ClientSession() as session:
+            client = OpenAIBatchClient(session, sim.base_url, "sk-test")
+            file_id = await client.upload(
+                b'{"custom_id":"k1","method":"POST","url":"/v1/chat/completions"}\n'
+            )
+        journal = MemoryJournal()
+        journal.append(
+            {
+                "kind": "batch",
+                "key": "i1",
+                "state": "intent",
+                "endpoint": "m",
+                "model": "openai/sim-m",
+                "custom_ids": ["k1"],
+                "input_file_id": file_id,
+                "reserved_usd": 0.0,
+            }
+        )
+        async with ProviderPool(budget=Budget(None), journal=journal) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                with anyio.fail_after(30):
+                    completion = await endpoint.complete(messages, key="k1")
+                tg.cancel_scope.cancel()
+        return completion, journal
+
+    completion, journal = anyio.run(go)
+    assert completion.status == "ok" and completion.text
+    assert completion.cost_usd == pytest.approx(
+        (completion.input_tokens + 4 * completion.output_tokens) / 2e6
+    )
+    assert sim.stats.batches_created == 1 and sim.stats.batch_requests == {"k1": 1}
+    states = [(r["key"], r["state"], r.get("reason")) for r in journal.records]
+    assert ("i1", "closed", "never created") in states
+    assert any(state == "submitted" and key != "i1" for key, state, _ in states)
