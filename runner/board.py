@@ -294,7 +294,7 @@ def rich_board(board: Board, height: int, width: int) -> Text:
     from rich.text import Text
 
     totals = totals_text(board.totals) + (f"\n{board.batches}" if board.batches else "")
-    totals_lines = max(1, math.ceil(len(totals) / max(width, 1)))
+    totals_lines = sum(max(1, math.ceil(len(part) / max(width, 1))) for part in totals.split("\n"))
     shown, rest = fit(board.rows, max(1, height - RICH_CHROME - totals_lines))
     lines = _table([*shown, *([rest] if rest is not None else [])])
     text = Text(totals, style="bold", no_wrap=False, end="\n")
