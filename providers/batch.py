@@ -444,10 +444,20 @@ class BatchEndpoint:
             for b in due:
                 try:
                     info = await self._op(lambda b=b: self.client().retrieve(b.batch_id))  # type: ignore[misc]
-                except _OpFailed:
-                    b.interval = min(b.interval * 2, self.policy.poll_max_s)
-                    b.due = time.monotonic() + b.interval
-                    continue
+                except _OpFailed as failed:
+                    if failed.kind == "not_found":  # gone at the provider: its requests go again
+                        info = BatchInfo(b.batch_id, "failed", None, None, None, 0, 0, 0, {}, failed.message)
+                    elif failed.kind in _RETRY_KINDS:
+                        b.interval = min(b.interval * 2, self.policy.poll_max_s)
+                        b.due = time.monotonic() + b.interval
+                        continue
+                    else:
+                        # A refused key, say: the batch may still run and bill, so stop (the run is
+                        # resumable and polls it again) rather than answer its calls with errors.
+                        raise RuntimeError(
+                            f"{self.spec.label}: cannot poll batch {b.batch_id}: {failed.kind} error "
+                            f"({failed.message}); fix it and run the same command again"
+                        ) from None
                 b.info = info
                 if info.over:
                     await self._finish(b, info)

@@ -464,9 +464,8 @@ def test_one_request_asked_twice_at_once_is_submitted_once_and_paid_once(
     assert len({j["key"] for j in paid}) == len(paid)  # each judge request paid for once
 
 
-def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: SimulatorThread) -> None:
-    """The journal holds an intent (its input file uploaded) but the provider has no batch for it: the
-    create never happened. Its requests go in a new batch, once; the intent is closed as never created."""
+def one_call_with_journal(sim: SimulatorThread, record: dict[str, Any]) -> tuple[Any, Any]:
+    """One batch-mode call for key "k1" from a pool whose journal holds `record` for batch "i1"."""
     from ifsweep.providers.batch import MemoryJournal
     from ifsweep.providers.budget import Budget
     from ifsweep.providers.pool import ProviderPool
@@ -493,13 +492,13 @@ def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: Sim
             {
                 "kind": "batch",
                 "key": "i1",
-                "state": "intent",
                 "endpoint": "m",
                 "model": "openai/sim-m",
                 "custom_ids": ["k1"],
                 "input_file_id": file_id,
                 "reserved_usd": 0.0,
             }
+            | record
         )
         async with ProviderPool(budget=Budget(None), journal=journal) as pool:
             endpoint = pool.caller(spec)
@@ -510,7 +509,13 @@ def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: Sim
                 tg.cancel_scope.cancel()
         return completion, journal
 
-    completion, journal = anyio.run(go)
+    return anyio.run(go)
+
+
+def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: SimulatorThread) -> None:
+    """The journal holds an intent (its input file uploaded) but the provider has no batch for it: the
+    create never happened. Its requests go in a new batch, once; the intent is closed as never created."""
+    completion, journal = one_call_with_journal(sim, {"state": "intent"})
     assert completion.status == "ok" and completion.text
     assert completion.cost_usd == pytest.approx(
         (completion.input_tokens + 4 * completion.output_tokens) / 2e6
@@ -519,3 +524,11 @@ def test_an_intent_whose_batch_was_never_created_is_sent_in_a_new_batch(sim: Sim
     states = [(r["key"], r["state"], r.get("reason")) for r in journal.records]
     assert ("i1", "closed", "never created") in states
     assert any(state == "submitted" and key != "i1" for key, state, _ in states)
+
+
+def test_a_batch_gone_at_the_provider_sends_its_requests_again(sim: SimulatorThread) -> None:
+    completion, journal = one_call_with_journal(sim, {"state": "submitted", "batch_id": "batch_gone"})
+    assert completion.status == "ok" and completion.text
+    assert sim.stats.batches_created == 1 and sim.stats.batch_requests == {"k1": 1}
+    states = [(r["key"], r["state"], r.get("status")) for r in journal.records]
+    assert ("i1", "ended", "failed") in states
