@@ -38,6 +38,7 @@ from ifsweep.providers.budget import Budget, Reservation
 from ifsweep.providers.fast import Reply, parse_chat_body
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import (
+    BATCH_KIND,
     BatchPolicy,
     BudgetExhausted,
     CallStatus,
@@ -48,7 +49,6 @@ from ifsweep.providers.records import (
 )
 from ifsweep.providers.retry import HttpStatusError, classify
 
-BATCH_KIND = "batch"  # the journal's record kind
 # What every record of a batch repeats (see BatchEndpoint._record).
 _CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "submitted_at")
 # Transient failures of the Batch API's own calls (upload, create, poll, download) are retried this

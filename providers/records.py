@@ -25,6 +25,7 @@ ErrorKind = Literal[
 
 
 BATCH_DISCOUNT = 0.5  # a Batch API's price when the price table gives none
+BATCH_KIND = "batch"  # the record kind of batch mode's journal (providers/batch.py)
 
 
 @dataclass(frozen=True, slots=True)

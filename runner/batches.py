@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ifsweep.providers.batch import BATCH_KIND
+from ifsweep.providers.records import BATCH_KIND
 from ifsweep.runner import keys
 from ifsweep.runner.shards import RunStore, scan_shards
 

@@ -351,7 +351,7 @@ def test_litellm_route_against_the_simulator(
 
 
 def test_ctrl_c_leaves_submitted_batches_running_and_says_how_to_resume(
-    tmp_path: Path, sim: SimulatorThread
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=3600)))
     cfg = tmp_path / "b.toml"
@@ -366,6 +366,9 @@ def test_ctrl_c_leaves_submitted_batches_running_and_says_how_to_resume(
     ids = [b.batch_id for b in open_batches(run_dir)]
     assert ids and sim.stats.batches_created == len(ids)
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
+    capsys.readouterr()
+    assert main(["status", str(run_dir)]) == 0
+    assert f"{len(ids)} Batch API batches open" in capsys.readouterr().out
 
 
 def test_a_batch_created_but_not_recorded_is_found_at_the_provider_not_created_again(
