@@ -35,13 +35,12 @@ import orjson
 
 from ifsweep.providers.batch_clients import BatchClient, BatchInfo
 from ifsweep.providers.budget import Budget, Reservation
-from ifsweep.providers.fast import Reply, parse_chat_body
+from ifsweep.providers.fast import Reply, parse_chat_body, reply_status
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import (
     BATCH_KIND,
     BatchPolicy,
     BudgetExhausted,
-    CallStatus,
     Completion,
     EndpointSpec,
     ErrorKind,
@@ -122,7 +121,6 @@ class _Open:
     due: float  # monotonic
     facts: Mapping[str, Any] = field(default_factory=dict)  # what its journal records repeat
     info: BatchInfo | None = None
-    ended: bool = False
 
 
 @dataclass(slots=True)
@@ -148,7 +146,8 @@ class BatchEndpoint:
         path: Literal["fast", "litellm"],
         where: Mapping[str, Any],  # route facts the journal keeps for `ifsweep batches`
         stats: Callable[[], Any],
-        redact: Callable[[str], str] = lambda text: text,
+        redact: Callable[[str], str] = lambda text: text,  # key values out of answers
+        scrub: Callable[[str], str] = lambda text: text,  # keys and headers out of error messages
     ) -> None:
         self.spec = spec
         self.policy = policy
@@ -162,6 +161,7 @@ class BatchEndpoint:
         self._where = dict(where)
         self._stats = stats
         self._redact = redact
+        self._scrub = scrub
         params = spec.params
         max_out = params.get("max_tokens", params.get("max_completion_tokens"))
         self._max_out = max_out if isinstance(max_out, int) else 4096
@@ -333,7 +333,7 @@ class BatchEndpoint:
                 except _OpFailed as failed:
                     raise RuntimeError(
                         f"{self.spec.label}: cannot tell whether the batch of input file {file_id} was "
-                        f"created ({failed.message}); run again once the provider answers"
+                        f"created ({self._scrub(failed.message)}); run again once the provider answers"
                     ) from None
                 if found is None:
                     self._journal.append(self._record(intent, "closed", rec, reason="never created"))
@@ -456,7 +456,7 @@ class BatchEndpoint:
                         # resumable and polls it again) rather than answer its calls with errors.
                         raise RuntimeError(
                             f"{self.spec.label}: cannot poll batch {b.batch_id}: {failed.kind} error "
-                            f"({failed.message}); fix it and run the same command again"
+                            f"({self._scrub(failed.message)}); fix it and run the same command again"
                         ) from None
                 b.info = info
                 if info.over:
@@ -488,7 +488,6 @@ class BatchEndpoint:
                     if key is not None:
                         results[key] = result
         del self._open[b.intent]
-        b.ended = True
         self._ended[b.intent] = b
         self._done += 1
         self._journal.append(
@@ -583,7 +582,7 @@ class BatchEndpoint:
         else:
             cost = self._price.cost(inp, out) if self._price else 0.0
         return Completion(
-            status=_status(reply),
+            status=reply_status(reply),
             text=self._redact(reply.text) if reply.text else reply.text,
             finish_reason=reply.finish_reason,
             input_tokens=inp,
@@ -597,7 +596,12 @@ class BatchEndpoint:
 
     def _error(self, kind: ErrorKind, message: str, cost: float) -> Completion:
         return Completion(
-            status="error", text=None, cost_usd=cost, error_kind=kind, error_message=message, path=self.path
+            status="error",
+            text=None,
+            cost_usd=cost,
+            error_kind=kind,
+            error_message=self._scrub(message),
+            path=self.path,
         )
 
     def _record(self, intent: str, state: str, base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
@@ -652,16 +656,6 @@ def _eta(b: _Open, now: float) -> float | None:
     done = info.completed + info.failed
     elapsed = max(0.0, now - b.submitted_at)
     return max(0.0, elapsed * (info.total - done) / done)
-
-
-def _status(reply: Reply) -> CallStatus:
-    if reply.refused or reply.finish_reason == "content_filter":
-        return "refused"
-    if reply.finish_reason == "length":
-        return "truncated"
-    if not reply.text or not reply.text.strip():
-        return "empty"
-    return "ok"
 
 
 __all__ = [

@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from ifsweep.providers.records import CallStatus
 from ifsweep.providers.retry import HttpStatusError, MalformedResponse
 
 # LiteLLM provider names whose endpoints speak OpenAI chat completions.
@@ -45,6 +46,18 @@ class Reply:
     input_tokens: int | None
     output_tokens: int | None
     headers: Mapping[str, str]
+
+
+def reply_status(reply: Reply) -> CallStatus:
+    """What a reply is worth: refused, cut by the length limit, empty, or ok (both send paths and
+    batch results)."""
+    if reply.refused or reply.finish_reason == "content_filter":
+        return "refused"
+    if reply.finish_reason == "length":
+        return "truncated"
+    if not reply.text or not reply.text.strip():
+        return "empty"
+    return "ok"
 
 
 def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:

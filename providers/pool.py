@@ -18,11 +18,10 @@ from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
 from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.coordination import RateCoordinator
-from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
+from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply, reply_status
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import (
-    CallStatus,
     Completion,
     EndpointSpec,
     ErrorKind,
@@ -236,6 +235,7 @@ class ProviderPool:
             },
             stats=endpoint.stats,
             redact=self.redact_answer,
+            scrub=self.scrub,
         )
         self._batch_endpoints[id(spec)] = batch
         return batch
@@ -572,7 +572,7 @@ class Endpoint:
         cost = self._price.cost(inp, out) if self._price else 0.0
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(
-            status=_status(reply),
+            status=reply_status(reply),
             text=self._pool.redact_answer(reply.text) if reply.text else reply.text,
             finish_reason=reply.finish_reason,
             input_tokens=inp,
@@ -622,16 +622,6 @@ class Endpoint:
 
 def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
-
-
-def _status(reply: Reply) -> CallStatus:
-    if reply.refused or reply.finish_reason == "content_filter":
-        return "refused"
-    if reply.finish_reason == "length":
-        return "truncated"
-    if not reply.text or not reply.text.strip():
-        return "empty"
-    return "ok"
 
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Endpoint", "EndpointStats", "ProviderPool", "Route", "resolve_route"]
