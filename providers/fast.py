@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from ifsweep.providers.records import CallStatus
 from ifsweep.providers.retry import HttpStatusError, MalformedResponse
 
 # LiteLLM provider names whose endpoints speak OpenAI chat completions.
@@ -47,6 +48,18 @@ class Reply:
     headers: Mapping[str, str]
     cached_tokens: int = 0  # of input_tokens: read from the provider's prefix cache
     cache_write_tokens: int = 0  # of input_tokens: written to it (billed apart by Anthropic)
+
+
+def reply_status(reply: Reply) -> CallStatus:
+    """What a reply is worth: refused, cut by the length limit, empty, or ok (both send paths and
+    batch results)."""
+    if reply.refused or reply.finish_reason == "content_filter":
+        return "refused"
+    if reply.finish_reason == "length":
+        return "truncated"
+    if not reply.text or not reply.text.strip():
+        return "empty"
+    return "ok"
 
 
 def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:

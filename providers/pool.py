@@ -11,15 +11,18 @@ from types import TracebackType
 from typing import Literal
 
 import aiohttp
+import anyio
+import anyio.abc
 
+from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
+from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.coordination import RateCoordinator
-from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
+from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply, reply_status
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
 from ifsweep.providers.prefix import CacheHint, cache_params, caches_prefixes
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import (
-    CallStatus,
     Completion,
     EndpointSpec,
     ErrorKind,
@@ -116,8 +119,11 @@ class ProviderPool:
         global_concurrency: int | None = None,
         clock: Clock | None = None,
         coordinator: RateCoordinator | None = None,
+        journal: BatchJournal | None = None,
     ) -> None:
         self.budget = budget
+        self._journal = journal  # where batch mode records its batches (the run's shards)
+        self._batch_endpoints: dict[int, BatchEndpoint] = {}
         self._coordinator = coordinator  # shares each endpoint's RPM/TPM with other processes
         self.retry = retry
         self._on_event = on_event
@@ -193,6 +199,61 @@ class ProviderPool:
         endpoint = Endpoint(self, spec, route, price, shared, sender)
         self._endpoints[id(spec)] = endpoint
         return endpoint
+
+    def caller(self, spec: EndpointSpec) -> Endpoint | BatchEndpoint:
+        """What sends `spec`'s calls: its Endpoint, or in batch mode (`spec.batch`) a BatchEndpoint over
+        the provider's Batch API, whose driver `run_batches` runs."""
+        endpoint = self.endpoint(spec)
+        if spec.batch is None:
+            return endpoint
+        existing = self._batch_endpoints.get(id(spec))
+        if existing is not None:
+            return existing
+        route = endpoint._route
+        model = route.model.partition("/")[2] or route.model if route.path == "litellm" else route.model
+
+        def client() -> BatchClient:
+            key = endpoint._api_key()
+            if route.path == "fast":
+                assert route.api_base is not None and key is not None
+                return OpenAIBatchClient(self._session(route.api_base), route.api_base, key)
+            return LiteLLMBatchClient(route.provider, route.api_base, key)
+
+        batch = BatchEndpoint(
+            spec,
+            spec.batch,
+            model=model,
+            client=client,
+            journal=self._journal if self._journal is not None else MemoryJournal(),
+            budget=self.budget,
+            price=endpoint.price(),
+            path=route.path,
+            where={
+                "model": spec.model,
+                "provider": route.provider,
+                "api_base": route.api_base,
+                "api_key_env": spec.api_key_env,
+            },
+            stats=endpoint.stats,
+            redact=self.redact_answer,
+            scrub=self.scrub,
+        )
+        self._batch_endpoints[id(spec)] = batch
+        return batch
+
+    @property
+    def batch_endpoints(self) -> list[BatchEndpoint]:
+        return list(self._batch_endpoints.values())
+
+    async def run_batches(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Every batch endpoint's driver (submit, poll, deliver) until cancelled. Start it with
+        `await task_group.start(pool.run_batches)`: calls are taken once it has started."""
+        async with anyio.create_task_group() as tg:
+            for batch in self._batch_endpoints.values():
+                await tg.start(batch.run)
+            task_status.started()
 
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)
@@ -330,10 +391,15 @@ class Endpoint:
         return value
 
     async def complete(
-        self, messages: Sequence[Mapping[str, str]], cache: CacheHint | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        cache: CacheHint | None = None,
+        *,
+        key: str | None = None,
     ) -> Completion:
         """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted. `cache`
-        says which prefix the prompt shares with other calls (a routing hint; the prompt is unchanged)."""
+        says which prefix the prompt shares with other calls (a routing hint; the prompt is unchanged);
+        `key`, the caller's name for the call, matters only in batch mode (providers/batch.py)."""
         self._shared.counters.calls += 1
         start = time.perf_counter()
         try:
@@ -529,7 +595,7 @@ class Endpoint:
             saved = self._price.cost(inp, out) - cost
         cost += self._ambiguous_cost(attempts, prompt_tokens)
         return Completion(
-            status=_status(reply),
+            status=reply_status(reply),
             text=self._pool.redact_answer(reply.text) if reply.text else reply.text,
             finish_reason=reply.finish_reason,
             input_tokens=inp,
@@ -582,16 +648,6 @@ class Endpoint:
 
 def _secs(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds:.2f} s"
-
-
-def _status(reply: Reply) -> CallStatus:
-    if reply.refused or reply.finish_reason == "content_filter":
-        return "refused"
-    if reply.finish_reason == "length":
-        return "truncated"
-    if not reply.text or not reply.text.strip():
-        return "empty"
-    return "ok"
 
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Endpoint", "EndpointStats", "ProviderPool", "Route", "resolve_route"]

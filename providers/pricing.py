@@ -67,11 +67,14 @@ def litellm_price(model: str) -> Price | None:
     if inp == 0 and out == 0:
         return None
     cached, write = cache_prices(model)
+    batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     return Price(
         input_per_mtok=float(inp) * 1e6,
         output_per_mtok=float(out) * 1e6,
         cached_input_per_mtok=cached,
         cache_write_per_mtok=write,
+        batch_input_per_mtok=float(batch_in) * 1e6 if isinstance(batch_in, int | float) else None,
+        batch_output_per_mtok=float(batch_out) * 1e6 if isinstance(batch_out, int | float) else None,
     )
 
 

@@ -24,6 +24,10 @@ ErrorKind = Literal[
 ]
 
 
+BATCH_DISCOUNT = 0.5  # a Batch API's price when the price table gives none
+BATCH_KIND = "batch"  # the record kind of batch mode's journal (providers/batch.py)
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
     """Dollars per million tokens. Cached input (a prefix the provider served from its cache) and
@@ -34,6 +38,9 @@ class Price:
     output_per_mtok: float
     cached_input_per_mtok: float | None = None
     cache_write_per_mtok: float | None = None
+    # What the provider's Batch API charges; None: half the interactive price (OpenAI, Anthropic, Gemini).
+    batch_input_per_mtok: float | None = None
+    batch_output_per_mtok: float | None = None
 
     def cost(
         self, input_tokens: int, output_tokens: int, cached_tokens: int = 0, cache_write_tokens: int = 0
@@ -56,9 +63,32 @@ class Price:
         per_in = max(self.input_per_mtok, self.cache_write_per_mtok or 0.0)
         return (input_tokens * per_in + output_tokens * self.output_per_mtok) / 1e6
 
+    def for_batch(self) -> Price:
+        """What a call through the provider's Batch API costs: the batch prices, else half (OpenAI's,
+        Anthropic's and Gemini's discount)."""
+        inp, out = self.batch_input_per_mtok, self.batch_output_per_mtok
+        return Price(
+            input_per_mtok=inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT,
+            output_per_mtok=out if out is not None else self.output_per_mtok * BATCH_DISCOUNT,
+        )
+
 
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPolicy:
+    """`batch = true` on a model or the judge: its calls go through the provider's Batch API
+    (providers/batch.py). A batch is submitted when `max_requests` are waiting or the oldest has waited
+    `max_age_s`; it is polled after `poll_s`, the interval doubling up to `poll_max_s`; a request whose
+    batch failed or expired joins up to `max_retries` later batches."""
+
+    max_requests: int = 1000
+    max_age_s: float = 30.0
+    poll_s: float = 10.0
+    poll_max_s: float = 300.0
+    max_retries: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +110,7 @@ class EndpointSpec:
     # Warm a shared prompt prefix with one call before sending the calls that share it
     # (providers/prefix.py); None: on where the provider caches prefixes.
     cache_dispatch: bool | None = None
+    batch: BatchPolicy | None = None  # send through the provider's Batch API
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ class Totals:
 class Board:
     totals: Totals
     rows: tuple[EndpointRow, ...]  # what holds the sweep back first (see `ordered`)
+    batches: str = ""  # batch mode: batches submitted / running / done and their ETA, when there are any
 
 
 # ------------------------------------------------------------------------------------------- order
@@ -225,6 +226,8 @@ def _short(r: EndpointRow) -> str:
 def plain_line(board: Board, width: int = PLAIN_WIDTH) -> str:
     """One line for logs: the totals, then at most PLAIN_ENDPOINTS endpoints that hold the sweep back."""
     head = f"[ifsweep] {totals_text(board.totals)}"
+    if board.batches:
+        head += f" | {board.batches}"
     busy = [r for r in board.rows if r.eta_s is None or r.eta_s > 0 or r.failing][:PLAIN_ENDPOINTS]
     line = head
     for i, r in enumerate(busy):
@@ -277,7 +280,8 @@ def _table(rows: Sequence[EndpointRow]) -> list[str]:
 def table_lines(board: Board) -> list[str]:
     """The whole board as plain text: the totals, then every endpoint. For the end of a plain run and
     for `ifsweep status`."""
-    return [totals_text(board.totals), "", *_table(board.rows), LEARNED_NOTE]
+    batches = [board.batches] if board.batches else []
+    return [totals_text(board.totals), *batches, "", *_table(board.rows), LEARNED_NOTE]
 
 
 LEARNED_NOTE = "* learned from the provider's headers"
@@ -289,8 +293,8 @@ def rich_board(board: Board, height: int, width: int) -> Text:
     too much for a redraw twice a second)."""
     from rich.text import Text
 
-    totals = totals_text(board.totals)
-    totals_lines = max(1, math.ceil(len(totals) / max(width, 1)))
+    totals = totals_text(board.totals) + (f"\n{board.batches}" if board.batches else "")
+    totals_lines = sum(max(1, math.ceil(len(part) / max(width, 1))) for part in totals.split("\n"))
     shown, rest = fit(board.rows, max(1, height - RICH_CHROME - totals_lines))
     lines = _table([*shown, *([rest] if rest is not None else [])])
     text = Text(totals, style="bold", no_wrap=False, end="\n")

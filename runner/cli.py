@@ -129,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("run_dir", type=Path)
     c.set_defaults(handler=_cmd_status)
 
+    c = sub.add_parser("batches", help="a run's open Batch API batches, with their status at the provider")
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--cancel", action="store_true", help="cancel them at the provider")
+    c.set_defaults(handler=_cmd_batches)
+
     c = sub.add_parser("compact", help="write Parquet beside a run directory's shards")
     c.add_argument("run_dir", type=Path)
     c.set_defaults(handler=_cmd_compact)
@@ -281,6 +286,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     print(render_status(args.run_dir))
     return EXIT_OK
+
+
+def _cmd_batches(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ifsweep.runner.batches import show_batches
+
+    if not (args.run_dir / "shards").is_dir():
+        print(f"ifsweep batches: {args.run_dir} is not a run directory (no shards/)", file=sys.stderr)
+        return 2
+    return anyio.run(show_batches, args.run_dir, args.cancel)
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:

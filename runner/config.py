@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from ifsweep.providers.coordination import ENV_VAR as COORDINATOR_ENV
 from ifsweep.providers.coordination import CoordinatorSettings, parse_coordinator
-from ifsweep.providers.records import EndpointSpec, Price
+from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
 
 ScoringMode = Literal["paper", "reference"]
 ProgressMode = Literal["auto", "rich", "plain", "off"]
@@ -51,9 +51,12 @@ _ENDPOINT_KEYS = {
     "use_litellm",
     "timeout_s",
     "cache_dispatch",
+    "batch",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
 _CACHE_PRICE_KEYS = {"cached_input_per_mtok", "cache_write_per_mtok"}  # optional: default to input
+_BATCH_PRICE_KEYS = {"batch_input_per_mtok", "batch_output_per_mtok"}
+_BATCH_KEYS = {"max_requests", "max_age_s", "poll_s", "poll_max_s", "max_retries"}
 _TOP_KEYS = {"run", "benchmarks", "models", "judge", "judges"}
 
 
@@ -329,15 +332,19 @@ def _endpoint(
     price = None
     if "price" in t:
         pt = _table(path, f"{where}.price", t["price"])
-        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS | _CACHE_PRICE_KEYS)
+        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS | _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS)
         for k in _PRICE_KEYS:
             if k not in pt:
                 raise ConfigError(path, f"{where}.price.{k}", "missing (dollars per million tokens)")
-        cache = {k: _nonneg_float(path, f"{where}.price.{k}", pt[k]) for k in _CACHE_PRICE_KEYS if k in pt}
+        optional = {
+            k: _nonneg_float(path, f"{where}.price.{k}", pt[k])
+            for k in _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS
+            if k in pt
+        }
         price = Price(
             input_per_mtok=_nonneg_float(path, f"{where}.price.input_per_mtok", pt["input_per_mtok"]),
             output_per_mtok=_nonneg_float(path, f"{where}.price.output_per_mtok", pt["output_per_mtok"]),
-            **cache,
+            **optional,
         )
     if "max_tokens" in params:
         _opt_pos_int(path, f"{where}.params.max_tokens", params["max_tokens"])
@@ -357,6 +364,27 @@ def _endpoint(
         cache_dispatch=(
             _bool(path, f"{where}.cache_dispatch", t["cache_dispatch"]) if "cache_dispatch" in t else None
         ),
+        batch=_batch(path, f"{where}.batch", t.get("batch", False)),
+    )
+
+
+def _batch(path: Path, key: str, v: Any) -> BatchPolicy | None:
+    """`batch = true | false`, or a table of the collector's thresholds (providers/records.BatchPolicy)."""
+    if isinstance(v, bool):
+        return BatchPolicy() if v else None
+    t = _table(path, key, v)
+    _no_unknown(path, key, t, _BATCH_KEYS)
+    d = BatchPolicy()
+    poll_s = _opt_pos_float(path, f"{key}.poll_s", t.get("poll_s")) or d.poll_s
+    poll_max_s = _opt_pos_float(path, f"{key}.poll_max_s", t.get("poll_max_s")) or max(d.poll_max_s, poll_s)
+    if poll_max_s < poll_s:
+        raise ConfigError(path, f"{key}.poll_max_s", f"must be >= poll_s ({poll_s:g}), got {poll_max_s:g}")
+    return BatchPolicy(
+        max_requests=_opt_pos_int(path, f"{key}.max_requests", t.get("max_requests")) or d.max_requests,
+        max_age_s=_opt_pos_float(path, f"{key}.max_age_s", t.get("max_age_s")) or d.max_age_s,
+        poll_s=poll_s,
+        poll_max_s=poll_max_s,
+        max_retries=_nonneg_int(path, f"{key}.max_retries", t.get("max_retries", d.max_retries)),
     )
 
 

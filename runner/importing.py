@@ -44,7 +44,9 @@ class ReplayEndpoint:
     def add(self, messages: Sequence[Message], reply: str) -> None:
         self.replies[_canon([m.as_dict() for m in messages])] = reply
 
-    async def complete(self, messages: Sequence[Mapping[str, str]], cache: object = None) -> Completion:
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], cache: object = None, *, key: str | None = None
+    ) -> Completion:
         reply = self.replies.get(_canon(messages))
         if reply is None:
             return Completion(status="error", text=None, error_kind="other", error_message="no stored reply")

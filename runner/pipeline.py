@@ -33,8 +33,14 @@ class SupportsComplete(Protocol):
     spec: EndpointSpec
     caches_prefixes: bool  # whether calls sharing a prompt prefix should warm it first (runner/warmup.py)
 
+    # `cache`: a shared-prefix hint (runner/warmup.py); `key`: the call's content key, which batch mode
+    # uses as the request's custom_id (providers/batch.py).
     async def complete(
-        self, messages: Sequence[Mapping[str, str]], cache: CacheHint | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        cache: CacheHint | None = None,
+        *,
+        key: str | None = None,
     ) -> Completion: ...
 
 
@@ -309,7 +315,7 @@ class Pipeline:
                 return gen
         done = self._pending[key] = anyio.Event()
         try:
-            completion = await endpoint.complete(_msgs(inst.messages))
+            completion = await endpoint.complete(_msgs(inst.messages), key=key)
             gen = completion_record("generation", key, completion) | {
                 "model": endpoint.spec.label,
                 "benchmark": job.cfg.label,
@@ -354,9 +360,9 @@ class Pipeline:
                 if rec is None:
                     if turn_idx == 0 and hint is not None and gate is not None:
                         async with gate.warm(hint.key):
-                            completion = await judge.complete(_msgs(messages), hint)
+                            completion = await judge.complete(_msgs(messages), hint, key=key)
                     else:
-                        completion = await judge.complete(_msgs(messages))
+                        completion = await judge.complete(_msgs(messages), key=key)
                     rec = completion_record("judgment", key, completion) | {
                         "judge": judge.spec.label,
                         "model": spec.label,

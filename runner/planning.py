@@ -77,11 +77,13 @@ def _max_tokens(spec: EndpointSpec) -> int:
 
 
 def _price(spec: EndpointSpec) -> Price | None:
-    if spec.price is not None:
-        return spec.price
-    from ifsweep.providers.pricing import resolve_price
+    """The price a call of `spec` pays: its Batch API price in batch mode."""
+    price = spec.price
+    if price is None:
+        from ifsweep.providers.pricing import resolve_price
 
-    return resolve_price(spec)
+        price = resolve_price(spec)
+    return price.for_batch() if price is not None and spec.batch is not None else price
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ the ETA runner/eta.py (docs/design/progress.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import anyio
 
 from ifsweep.providers import EndpointStats, ProviderEvent
-from ifsweep.runner.board import Board, plain_line, rich_board, table_lines
+from ifsweep.runner.board import Board, duration, plain_line, rich_board, table_lines
 from ifsweep.runner.eta import OWN_BOUNDS, UNKNOWN, Outlook
 from ifsweep.runner.pace import RATE_WINDOW_S, Window
 from ifsweep.runner.pipeline import Counters, JudgeCounters
@@ -23,6 +24,8 @@ from ifsweep.runner.workload import Tally, Use, use_by_endpoint
 
 if TYPE_CHECKING:
     from rich.text import Text
+
+    from ifsweep.providers.batch import BatchProgress
 
 T = TypeVar("T")
 PLAIN_EVERY_S = 5.0  # how often the plain (no terminal) mode prints its line
@@ -67,6 +70,8 @@ class ProgressState:
     plan: SweepPlan | None = None
     # Limiter statistics by label, the judge's included (set once the provider pool is open).
     endpoints: dict[str, Callable[[], EndpointStats]] = field(default_factory=dict)
+    # Batch mode's endpoints by label (providers/batch.py), for the batches line.
+    batches: dict[str, Callable[[], BatchProgress]] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
     window: Window = field(default_factory=Window)
     _outlook: Outlook = UNKNOWN
@@ -117,7 +122,10 @@ class ProgressState:
             self._due = now + max(ETA_EVERY_S, (time.perf_counter() - started) / COST_SHARE)
         paced = self.window.per_s("calls") is not None and any(u.calls for u in use.values())
         seen = self._outlook.later(now - self._walked) if paced else UNKNOWN
-        return make_board(reading, lanes, settled(seen, lanes, list(use)))
+        board = make_board(reading, lanes, settled(seen, lanes, list(use)))
+        if self.batches:
+            board = dataclasses.replace(board, batches=batch_text([get() for get in self.batches.values()]))
+        return board
 
     def reading(
         self, now: float, tallies: Mapping[tuple[str, str], Tally], use: Mapping[str, Use], *, latency: bool
@@ -233,6 +241,22 @@ class ProgressState:
                 for label, jc in self.judges.items()
             ],
         }
+
+
+def batch_text(items: list[BatchProgress]) -> str:
+    """batches: 3 submitted, 2 running, 1 done, 40 requests collecting, ETA 5m"""
+    submitted = sum(b.submitted for b in items)
+    running = sum(b.running for b in items)
+    done = sum(b.done for b in items)
+    waiting = sum(b.requests_waiting for b in items)
+    etas = [b.eta_s for b in items if b.running]
+    text = f"batches: {submitted} submitted, {running} running, {done} done"
+    if waiting:
+        text += f", {waiting} requests collecting"
+    if running:
+        known = [e for e in etas if e is not None]
+        text += f", ETA {duration(max(known))}" if len(known) == len(etas) else ", ETA unknown"
+    return text
 
 
 def limits_of(s: EndpointStats) -> Limits:

@@ -174,6 +174,7 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
 def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
+    from ifsweep.runner.batches import open_batches
     from ifsweep.runner.board import natural_key, table_lines
     from ifsweep.runner.status import status_board, status_report
 
@@ -202,6 +203,14 @@ def render_status(run_dir: Path) -> str:
         lines += ["", *_judge_lines(report)]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
+    batches = open_batches(run_dir)
+    if batches:
+        requests = sum(b.requests for b in batches)
+        lines += [
+            "",
+            f"{len(batches)} Batch API batches open ({requests} requests): `ifsweep batches {run_dir}` "
+            "shows them at the provider; `ifsweep run` collects them",
+        ]
     return "\n".join(lines)
 
 

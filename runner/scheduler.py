@@ -21,7 +21,7 @@ from typing import Literal
 import anyio
 
 from ifsweep.benchmarks import Instance
-from ifsweep.providers.records import BudgetExhausted, EndpointSpec
+from ifsweep.providers.records import BatchPolicy, BudgetExhausted, EndpointSpec
 from ifsweep.runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
 from ifsweep.runner.keys import endpoint_identity, generation_key
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
@@ -75,8 +75,15 @@ def worker_budget(global_concurrency: int, models: int) -> int:
 
 
 def worker_cap(spec: EndpointSpec, cfg: SweepConfig) -> int:
-    """The most workers (pairs in flight) a model may grow to."""
-    return min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+    """The most workers (pairs in flight) a model may grow to. In batch mode (the model's or the
+    judge's) a batch holds only what is in flight, so enough pairs to fill one run at once."""
+    cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
+    return max([cap, *(p.max_requests for p in _batch_policies(spec, cfg))])
+
+
+def _batch_policies(spec: EndpointSpec, cfg: SweepConfig) -> list[BatchPolicy]:
+    judge = cfg.judge.batch if cfg.judge is not None else None
+    return [p for p in (spec.batch, judge) if p is not None]
 
 
 def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
@@ -173,7 +180,14 @@ async def run_models(
         for endpoint in endpoints:
             spec = endpoint.spec
             cap = worker_cap(spec, cfg)
-            n = cap if elastic is None else initial_workers(cap, cfg.run.concurrency, len(endpoints))
+            # Batch mode starts every worker at once: growing one at a time per finished pair would take
+            # a batch's latency (hours) per step.
+            batched = bool(_batch_policies(spec, cfg))
+            n = (
+                cap
+                if elastic is None or batched
+                else initial_workers(cap, cfg.run.concurrency, len(endpoints))
+            )
             workers[spec.label] = n
             total += n
             source = pairs_for(work, spec, keep)

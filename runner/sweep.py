@@ -159,6 +159,7 @@ async def run_sweep(
     settings; runner/process.py). Cancelling the task that awaits it stops the sweep: what was stored is
     flushed, the summary says "interrupted", and running it again resumes."""
     from ifsweep.providers.pool import ProviderPool
+    from ifsweep.runner.batches import StoreJournal
     from ifsweep.runner.partition import in_partition
     from ifsweep.runner.shards import RunStore
 
@@ -207,10 +208,12 @@ async def run_sweep(
             on_event=state.on_event,
             global_concurrency=cfg.run.concurrency,
             coordinator=coordinator,
+            journal=StoreJournal(store),
         ) as pool:
-            judges = [pool.endpoint(s) for s in cfg.judges]
-            endpoints = [pool.endpoint(s) for s in cfg.models]
+            judges = [pool.caller(s) for s in cfg.judges]
+            endpoints = [pool.caller(s) for s in cfg.models]
             state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
+            state.batches.update({b.spec.label: b.progress for b in pool.batch_endpoints})
             pipeline = Pipeline(store=store, judges=judges, retry_errors=retry, counters=counters)
             state.judges = pipeline.judge_counters
             pairs = sum(c.planned for c in counters.values())
@@ -246,12 +249,15 @@ async def run_sweep(
                         )
                         if coordinator is not None:
                             outer.start_soon(coordinator.run)
+                        if pool.batch_endpoints:
+                            await outer.start(pool.run_batches)
                         try:
                             await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
                         finally:
                             outer.cancel_scope.cancel()
             except Exception as e:  # a bug or an I/O failure: the run stays resumable
                 status, message = "failed", _describe(e)
+            still_open = sum(len(b.open_batches()) for b in pool.batch_endpoints)
         if stop.reason is not None:
             status = stop.reason
             if status == "budget_exhausted" and pipeline.exhausted_judges and not message:
@@ -265,6 +271,12 @@ async def run_sweep(
             )
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
+        if still_open and status != "complete":
+            # Left running at the provider (never cancelled on exit): the next run collects them.
+            message = (message + "; " if message else "") + (
+                f"{still_open} batch{'es' if still_open != 1 else ''} still running at the provider: run the "
+                f"same command again to collect the results (`ifsweep batches {run_dir} --cancel` cancels)"
+            )
         if status == "complete":
             try:
                 check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))

@@ -49,6 +49,25 @@ FAULT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(FaultRates))
 
 
 @dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """How the simulated Batch API behaves (simulator/batch.py). Fault rates are per batch, drawn when
+    the batch is created from the server's seed."""
+
+    delay_s: float = 0.0  # from create until the batch is over (request_counts grow linearly meanwhile)
+    fail_rate: float = 0.0  # the batch fails validation: status "failed", no output at all
+    expire_rate: float = 0.0  # the batch expires: status "expired", only `expire_done_share` answered
+    expire_done_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (self.delay_s >= 0 and math.isfinite(self.delay_s)):
+            raise ValueError(f"BatchSettings.delay_s: must be >= 0, got {self.delay_s!r}")
+        for name in ("fail_rate", "expire_rate", "expire_done_share"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"BatchSettings.{name}: must be in [0, 1], got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class SimConfig:
     """How the simulator behaves. Can be swapped while it runs (Simulator.set_config)."""
 
@@ -66,6 +85,7 @@ class SimConfig:
     # Serve prompt prefixes of 1,024+ tokens from a cache filled by completed requests (simulator/prefix.py)
     # and report them in usage.prompt_tokens_details.cached_tokens, as OpenAI does.
     prefix_cache: bool = True
+    batch: BatchSettings = field(default_factory=BatchSettings)
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.jitter_ms < 0:

@@ -1,8 +1,9 @@
 """The built-in OpenAI-compatible simulator: a real aiohttp server on 127.0.0.1.
 
-Speaks POST /v1/chat/completions, GET /v1/models and GET /health. Answers are deterministic (see
-simulator/text.py), rate limits are token buckets (simulator/limits.py) and faults are drawn per
-request from a seeded RNG (simulator/faults.py). Design notes: docs/design/simulator.md.
+Speaks POST /v1/chat/completions, GET /v1/models, GET /health and the Batch API (simulator/batch.py).
+Answers are deterministic (see simulator/text.py), rate limits are token buckets
+(simulator/limits.py) and faults are drawn per request from a seeded RNG (simulator/faults.py).
+Design notes: docs/design/simulator.md.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.simulator.batch import BatchAPI
+from ifsweep.simulator.config import FAULT_NAMES, BatchSettings, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
@@ -100,6 +102,13 @@ class Simulator:
         self._prefixes = PrefixCache()
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
+        self.batches = BatchAPI(
+            self._answer_one,
+            lambda: self._faults.pick(),
+            lambda: self._config.batch,
+            self._stats,
+            config.seed,
+        )
 
     # --- lifecycle -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Simulator:
@@ -108,6 +117,7 @@ class Simulator:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
+        self.batches.add_routes(app)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -336,6 +346,30 @@ class Simulator:
             del payload["usage"]
         return payload
 
+    def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
+        """One request of a batch, answered as /v1/chat/completions would without latency or limits:
+        (200, completion) or (status, error body) for a bad request or a drawn server error / 429."""
+        try:
+            body, model, messages, max_tokens = _parse_request(raw)
+        except _BadRequest as exc:
+            return 400, error_body(str(exc), "invalid_request_error")
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        self._stats.by_model[model] += 1
+        self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        if fault is not None:
+            self._stats.faults[fault] += 1
+        if fault == "server_error":
+            return 500, error_body("The server had an error (simulated).", "server_error")
+        if fault in ("rate_limit", "rate_limit_no_header"):
+            return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
+        content = (
+            fault
+            if fault in ("missing_usage", "null_content", "empty", "length", "content_filter", "refusal")
+            else None
+        )
+        n_prompt = prompt_tokens(messages)
+        return 200, self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+
     async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
         # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).
         assert self._closing is not None
@@ -501,6 +535,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=3600.0)
     p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
+    p.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a Batch API batch takes")
     p.add_argument(
         "--fault",
         type=_fault_arg,
@@ -525,6 +560,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         hang_s=args.hang_s,
         prefix_cache=not args.no_prefix_cache,
+        batch=BatchSettings(delay_s=args.batch_delay_s),
     )
 
 

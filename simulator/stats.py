@@ -33,6 +33,10 @@ class SimStats:
         self.faults: Counter[str] = Counter()  # injected faults by name, limit 429s as "limit"
         self.in_flight = 0
         self.max_in_flight = 0
+        # The Batch API (simulator/batch.py): batches created, and requests by custom_id over every batch
+        # created (a count above 1 is a request submitted twice).
+        self.batches_created = 0
+        self.batch_requests: Counter[str] = Counter()
         # Per model, requests inside their simulated latency at once (the most seen): how many calls a
         # client really kept open for one model.
         self.waiting_by_model: Counter[str] = Counter()
@@ -49,6 +53,8 @@ class SimStats:
         self.status_counts = Counter()
         self.bodies = Counter()
         self.faults = Counter()
+        self.batches_created = 0
+        self.batch_requests = Counter()
         self.max_in_flight = self.in_flight
         self.max_waiting_by_model = Counter(self.waiting_by_model)
         self.prompt_tokens = Counter()

@@ -122,7 +122,10 @@ def test_prices_from_config_then_litellm_map() -> None:
     own = Price(9.0, 9.0)
     assert resolve_price(EndpointSpec(label="a", model="openai/gpt-4o-mini", price=own)) == own
     mini = resolve_price(EndpointSpec(label="a", model="openai/gpt-4o-mini"))
-    assert mini == Price(0.15, 0.6, cached_input_per_mtok=0.075)  # the map's cache_read_input_token_cost
+    # The map gives cache_read_input_token_cost, and the Batch API price (half, for OpenAI models).
+    assert mini == Price(
+        0.15, 0.6, cached_input_per_mtok=0.075, batch_input_per_mtok=0.075, batch_output_per_mtok=0.3
+    )
     assert resolve_price(EndpointSpec(label="a", model="openai/no-such-model-xyz")) is None
     import_litellm()
     import litellm
@@ -232,6 +235,6 @@ def test_import_litellm_makes_no_network_request() -> None:
     assert lines[-1] == "attempts []", out.stdout
     assert lines[0] == (
         "Price(input_per_mtok=2.5, output_per_mtok=10.0, cached_input_per_mtok=1.25, "
-        "cache_write_per_mtok=None)"
+        "cache_write_per_mtok=None, batch_input_per_mtok=1.25, batch_output_per_mtok=5.0)"
     )
     assert lines[1:3] == ["litellm", "True"]
