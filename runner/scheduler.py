@@ -75,15 +75,14 @@ def worker_budget(global_concurrency: int, models: int) -> int:
 
 
 def worker_cap(spec: EndpointSpec, cfg: SweepConfig) -> int:
-    """The most workers (pairs in flight) a model may grow to. In batch mode (the model's or the
+    """The most workers (pairs in flight) a model may grow to. In batch mode (the model's or any
     judge's) a batch holds only what is in flight, so enough pairs to fill one run at once."""
     cap = min(spec.max_concurrency or DEFAULT_MODEL_CONCURRENCY, cfg.run.concurrency)
     return max([cap, *(p.max_requests for p in _batch_policies(spec, cfg))])
 
 
 def _batch_policies(spec: EndpointSpec, cfg: SweepConfig) -> list[BatchPolicy]:
-    judge = cfg.judge.batch if cfg.judge is not None else None
-    return [p for p in (spec.batch, judge) if p is not None]
+    return [p for p in (spec.batch, *(j.batch for j in cfg.judges)) if p is not None]
 
 
 def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
