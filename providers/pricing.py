@@ -1,7 +1,9 @@
 """Prices, token estimates and the one place litellm is imported.
 
 litellm takes about 3 s and 170 MB to import and, by default, fetches its price map over HTTPS at import
-(MEASURED.md), so it is imported lazily here and only with the local cost map switched on.
+(docs/design/providers.md). Prices and context windows come from its bundled map read directly
+(providers/price_map.py); litellm itself is imported only for a call that must go through it, and then
+with the local cost map switched on for the import alone.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import importlib
 import os
 from collections.abc import Mapping, Sequence
 from types import ModuleType
-from typing import Any
 
+from ifsweep.providers import price_map
 from ifsweep.providers.records import EndpointSpec, Price, UnknownPrice
 
 _litellm: ModuleType | None = None
@@ -21,27 +23,36 @@ def import_litellm() -> ModuleType:
     """Import litellm offline and quiet; every use of litellm in the project goes through here."""
     global _litellm
     if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        module = importlib.import_module("litellm")
+        module = _import_offline()
         # Otherwise every exception prints a "Give Feedback" banner to stdout.
         vars(module)["suppress_debug_info"] = True
         _litellm = module
     return _litellm
 
 
-def litellm_price(model: str) -> Price | None:
-    """Price from litellm's local cost map, or None when the model is not in it.
-
-    Uses get_model_info (read-only): passing prices per call would write into litellm's global map.
-    """
-    litellm = import_litellm()
+def _import_offline() -> ModuleType:
+    """litellm reads LITELLM_LOCAL_MODEL_COST_MAP once, while it is imported, to decide whether to fetch
+    its price map over HTTPS. The `ifsweep` command sets it for its whole process (runner/cli.py); a
+    library caller's environment is left as found: the variable is set for the import alone."""
+    name = "LITELLM_LOCAL_MODEL_COST_MAP"
+    before = os.environ.get(name)
+    if before is not None:
+        return importlib.import_module("litellm")
+    os.environ[name] = "True"
     try:
-        info: Mapping[str, Any] = litellm.get_model_info(model)
-    except Exception:  # ModelNotMappedError and friends: litellm raises several kinds for unknown names
+        return importlib.import_module("litellm")
+    finally:
+        os.environ.pop(name, None)
+
+
+def litellm_price(model: str) -> Price | None:
+    """Price from LiteLLM's bundled model map (read without importing litellm), or None when the model
+    is not in it."""
+    entry = price_map.lookup(model)
+    if entry is None:
         return None
-    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if not isinstance(inp, int | float) or not isinstance(out, int | float):
-        return None
+    # As litellm's get_model_info: a price the map leaves out counts as 0.
+    inp, out = entry.input_per_token or 0.0, entry.output_per_token or 0.0
     # An unmapped model can come back with zero prices; treat that as unknown, not free.
     if inp == 0 and out == 0:
         return None

@@ -27,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # busy thread on the machine (paired differences took 20-25 s instead of 3 beside one busy loop).
     # One thread loses little alone. Set before numpy is first imported; a user's own setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # litellm, when a call goes through it, reads its bundled price map instead of fetching one over
+    # HTTPS at import (the library sets this only around the import: providers/pricing.py).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve-mock"]:
         # Every argument, --help included, belongs to the simulator's own parser; argparse's
