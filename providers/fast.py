@@ -96,7 +96,11 @@ def error_detail(raw: bytes) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
+            # llama.cpp puts the sizes of a context overflow beside its message: keep them.
+            sizes = "".join(
+                f", {k}={error[k]}" for k in ("n_prompt_tokens", "n_ctx") if isinstance(error.get(k), int)
+            )
+            return str(error["message"])[:300] + (f" ({sizes[2:]})" if sizes else "")
         return str(error)[:300]
     return str(body)[:300]
 

@@ -13,6 +13,7 @@ from typing import Literal
 import aiohttp
 
 from ifsweep.providers.budget import Budget
+from ifsweep.providers.context import overflow_in
 from ifsweep.providers.coordination import RateCoordinator
 from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
@@ -483,6 +484,14 @@ class Endpoint:
             return (
                 f"{where} does not know model {route.model!r}: check the model name and api_base ({detail})"
             )
+        if decision.kind == "context_length":
+            found = overflow_in(detail)
+            said = (
+                found.describe(spec.model)
+                if found is not None
+                else f"the prompt exceeds {spec.model}'s window"
+            )
+            return f"{said}: set a longer context on the server, or leave this benchmark out ({detail})"
         if decision.kind == "bad_request":
             keys = ", ".join(sorted(spec.params)) or "none"
             return f"{spec.model} rejected the request: check params ({keys}) and prompt length ({detail})"

@@ -19,6 +19,7 @@ ErrorKind = Literal[
     "malformed",  # body not JSON / not the chat-completions shape
     "auth",  # 401 / 403, or the api_key_env variable is not set
     "not_found",  # 404: unknown model or wrong api_base
+    "context_length",  # the prompt is longer than the model's context window (never retried)
     "bad_request",  # other 4xx
     "other",
 ]

@@ -19,6 +19,7 @@ import aiohttp
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from ifsweep.providers.context import overflow_in
 from ifsweep.providers.records import ErrorKind
 
 
@@ -99,6 +100,8 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
     if not isinstance(status, int):
         status = getattr(err, "status", None)  # aiohttp.ClientResponseError
     if isinstance(status, int):
+        if 400 <= status < 500 and status not in (401, 403, 404, 408, 429) and overflow_in(str(err)):
+            return RetryDecision(False, "context_length")  # the same prompt would overflow again
         return _classify_status(status, _headers_of(err) if headers is None else headers)
     if isinstance(err, aiohttp.ClientError | OSError):
         return RetryDecision(True, "connection")

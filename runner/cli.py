@@ -116,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("status", help="planned / done / errors / spent of a run directory (no network)")
     c.add_argument("run_dir", type=Path)
+    c.add_argument("--json", action="store_true", help="the per-model rows and completeness as JSON")
     c.set_defaults(handler=_cmd_status)
 
     c = sub.add_parser("compact", help="write Parquet beside a run directory's shards")
@@ -255,9 +256,9 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from ifsweep.runner.reporting import render_status
+    from ifsweep.runner.reporting import render_status, status_json
 
-    print(render_status(args.run_dir))
+    print(status_json(args.run_dir) if args.json else render_status(args.run_dir))
     return EXIT_OK
 
 

@@ -126,9 +126,29 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
+    if report.errors_by_kind:
+        from ifsweep.runner.outcomes import errors_message
+
+        failed = sum(report.errors_by_kind.values())
+        lines += ["", f"incomplete: {errors_message(failed, report.errors_by_kind)}"]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
     return "\n".join(lines)
+
+
+def status_json(run_dir: Path) -> str:
+    """`ifsweep status --json`: the per-(model, benchmark) rows, the partitions, whether the run is
+    complete and its pairs in error by kind."""
+    import orjson
+
+    from ifsweep.runner.status import status_report
+
+    require_run_dir(run_dir)
+    try:
+        report = status_report(run_dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
 
 
 def _partition_lines(report: StatusReport) -> list[str]:

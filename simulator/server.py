@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
+from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
@@ -106,6 +106,7 @@ class Simulator:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
+        app.router.add_get("/props", self._props)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -172,8 +173,48 @@ class Simulator:
 
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator"} for n in names]
+        window = self._config.context_window
+        extra = {} if window is None else {"max_model_len": window}  # as vLLM reports its window
+        data = [
+            {"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator", **extra}
+            for n in names
+        ]
         return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
+
+    async def _props(self, request: web.Request) -> web.Response:
+        # llama.cpp's GET /props: the context each slot has (one slot here); 0 when unlimited.
+        settings = {"n_ctx": self._config.context_window or 0}
+        body = {"default_generation_settings": settings, "total_slots": 1}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    def _over_context(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 400 a server with this context window answers a prompt too long for it, or None."""
+        config = self._config
+        window = config.context_window
+        if window is None:
+            return None
+        if config.context_style == "llamacpp":
+            if n_prompt <= window:
+                return None
+            self._stats.faults["context_length"] += 1
+            error = {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": n_prompt,
+                "n_ctx": window,
+            }
+            return self._json(400, {"error": error})
+        wanted = n_prompt + (max_tokens or 0)
+        if wanted <= window:
+            return None
+        self._stats.faults["context_length"] += 1
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested {wanted} "
+            f"tokens ({n_prompt} in the messages, {max_tokens or 0} in the completion). Please reduce the "
+            "length of the messages or completion."
+        )
+        return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         stats = self._stats
@@ -206,6 +247,9 @@ class Simulator:
         error_status = self._faults.server_status() if fault == "server_error" else 0
 
         n_prompt = prompt_tokens(messages)
+        too_long = self._over_context(n_prompt, max_tokens)
+        if too_long is not None:
+            return too_long
         # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
         admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
         if not admission.admitted:
@@ -480,6 +524,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=3600.0)
+    p.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400")
+    p.add_argument("--context-style", choices=CONTEXT_STYLES, default="openai", help="that 400's shape")
     p.add_argument(
         "--fault",
         type=_fault_arg,
@@ -503,6 +549,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         faults=FaultRates(**dict(args.fault)),
         seed=args.seed,
         hang_s=args.hang_s,
+        context_window=args.context_window,
+        context_style=args.context_style,
     )
 
 

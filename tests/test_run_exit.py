@@ -1,0 +1,166 @@
+"""`ifsweep run` as a subprocess: the exit status and summary.json tell the truth about pairs in error,
+`ifsweep status` agrees with summary.json, and a prompt over the model's context window is a
+`context_length` error naming both sizes, on both send paths.
+
+The models' simulator has a small context window, so the longer prompts are refused (deterministically:
+the simulator counts tokens the same way every time); the judge has a simulator of its own without one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sweeps import stored_records, toml_config
+
+from ifsweep import benchmarks
+from ifsweep.simulator import SimConfig, SimulatorThread
+from ifsweep.simulator.text import prompt_tokens
+
+WINDOW = 30
+PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
+BENCH = ("infobench", "cfbench")
+MODELS = ("alpha", "beta")
+
+
+def ifsweep(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ifsweep.runner.cli", *args], capture_output=True, text=True, timeout=240
+    )
+
+
+def summary(out: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return data
+
+
+def status_json(out: Path) -> dict[str, Any]:
+    done = ifsweep("status", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def too_long(window: int) -> int:
+    """Pairs whose prompt the simulator counts over `window` tokens (each model meets every prompt)."""
+    n = 0
+    for name in BENCH:
+        bench = benchmarks.get(name)
+        for inst in bench.load(bench.fixture_dir(), {}):
+            n += prompt_tokens([m.as_dict() for m in inst.messages]) > window
+    return n * len(MODELS)
+
+
+MAX_TOKENS = 128  # toml_config's params; an OpenAI-style server counts them into the window
+
+
+@pytest.fixture
+def sims(request: pytest.FixtureRequest) -> Iterator[tuple[SimulatorThread, SimulatorThread]]:
+    style = getattr(request, "param", "llamacpp")
+    # llama.cpp refuses a prompt over n_ctx; OpenAI and vLLM a prompt plus max_tokens over the window.
+    window = WINDOW if style == "llamacpp" else WINDOW + MAX_TOKENS
+    with (
+        SimulatorThread(SimConfig(context_window=window, context_style=style)) as models,
+        SimulatorThread() as judge,
+    ):
+        yield models, judge
+
+
+def write_config(tmp_path: Path, models_base: str, judge_base: str, *, litellm: bool = False) -> Path:
+    out = tmp_path / "run"
+    extra = PRICE + ("\nuse_litellm = true" if litellm else "")
+    text = toml_config(out, models_base, models=MODELS, bench=BENCH, judge=False, extra_model=extra)
+    text += f'\n[judge]\nid = "judge"\nmodel = "openai/sim-judge"\napi_base = "{judge_base}"\n{PRICE}\n'
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("path", "sims"),
+    [("fast", "llamacpp"), ("fast", "openai"), ("litellm", "openai"), ("litellm", "llamacpp")],
+    indirect=["sims"],
+)
+def test_pairs_in_error_exit_1_until_a_rerun_fixes_them(
+    tmp_path: Path, sims: tuple[SimulatorThread, SimulatorThread], path: str, request: pytest.FixtureRequest
+) -> None:
+    models, judge = sims
+    cfg = write_config(tmp_path, models.base_url, judge.base_url, litellm=path == "litellm")
+    out = tmp_path / "run"
+    failed = too_long(WINDOW)
+    assert 0 < failed < len(MODELS) * 22  # some pairs fail, not all
+
+    first = ifsweep("run", str(cfg))
+    told = f"{failed} pairs ended in error (context_length: {failed}); run again to retry them"
+    assert first.returncode == 1, first.stderr
+    assert told in first.stderr
+    s = summary(out)
+    assert (s["status"], s["complete"], s["errors"]) == ("failed", False, failed)
+    assert s["errors_by_kind"] == {"context_length": failed}
+    assert s["message"] == told
+
+    # Each refused call was sent once (never retried) and names the window and the prompt's size,
+    # where the error reaches us with them: LiteLLM keeps llama.cpp's message but drops its n_ctx and
+    # n_prompt_tokens fields.
+    style = request.node.callspec.params["sims"]
+    errors = [r for r in stored_records(out, {"generation"}) if r["status"] == "error"]
+    assert len(errors) == failed
+    for r in errors:
+        assert r["error_kind"] == "context_length"
+        assert r["attempts"] == 1
+        if (path, style) != ("litellm", "llamacpp"):
+            window = WINDOW if style == "llamacpp" else WINDOW + MAX_TOKENS
+            assert f"context window of {window} tokens" in r["error_message"]
+            assert "a prompt of " in r["error_message"]
+
+    # `ifsweep status` says the same: incomplete, and why.
+    st = status_json(out)
+    assert (st["complete"], st["errors_by_kind"]) == (False, {"context_length": failed})
+    text = ifsweep("status", str(out)).stdout
+    assert f"incomplete: {told}" in text
+
+    # Give the server a longer context: the rerun retries exactly those pairs and ends complete.
+    models.set_config(SimConfig())
+    second = ifsweep("run", str(cfg))
+    assert second.returncode == 0, second.stderr
+    s = summary(out)
+    assert (s["status"], s["complete"], s["errors"], s["errors_by_kind"]) == ("complete", True, 0, {})
+    assert status_json(out)["complete"] is True
+
+
+def test_a_clean_sweep_exits_0_and_summary_rows_equal_status_rows(
+    tmp_path: Path, sims: tuple[SimulatorThread, SimulatorThread]
+) -> None:
+    models, judge = sims
+    models.set_config(SimConfig())
+    cfg = write_config(tmp_path, models.base_url, judge.base_url)
+    out = tmp_path / "run"
+    done = ifsweep("run", str(cfg))
+    assert done.returncode == 0, done.stderr
+    s = summary(out)
+    assert (s["status"], s["complete"], s["errors_by_kind"]) == ("complete", True, {})
+
+    # Per (model, benchmark): its answers plus its judge calls, and the judge's part on its own; the
+    # very figures `ifsweep status` computes, and together the run's total.
+    rows = {(r["model"], r["benchmark"]): (r["spent_usd"], r["judge_usd"]) for r in s["by_model"]}
+    st = status_json(out)
+    assert rows == {(r["model"], r["benchmark"]): (r["spent_usd"], r["judge_usd"]) for r in st["rows"]}
+    assert len(rows) == len(MODELS) * len(BENCH)
+    assert all(judge_usd > 0 and spent > judge_usd for spent, judge_usd in rows.values())
+    assert sum(spent for spent, _ in rows.values()) == pytest.approx(s["spent_usd"], abs=1e-9)
+    # A model's benchmarks do not repeat its total: the rows of one model differ.
+    assert rows[("alpha", "infobench")] != rows[("alpha", "cfbench")]
+
+    # From the records themselves: generation + judgment costs of each group.
+    calls = stored_records(out, {"generation", "judgment"})
+    for (model, bench), (spent, judge_usd) in rows.items():
+        mine = [r for r in calls if (r["model"], r["benchmark"]) == (model, bench)]
+        assert spent == pytest.approx(sum(r["cost_usd"] for r in mine), abs=1e-9)
+        assert judge_usd == pytest.approx(
+            sum(r["cost_usd"] for r in mine if r["kind"] == "judgment"), abs=1e-9
+        )
