@@ -50,6 +50,7 @@ class EndpointSpec:
     price: Price | None = None  # overrides LiteLLM's price map
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could
     timeout_s: float = 120.0  # per-call deadline, retries included
+    context_window: int | None = None  # tokens; overrides what the server or LiteLLM's map says (plan)
 
 
 @dataclass(frozen=True, slots=True)

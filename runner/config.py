@@ -50,6 +50,7 @@ _ENDPOINT_KEYS = {
     "price",
     "use_litellm",
     "timeout_s",
+    "context_window",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
 _TOP_KEYS = {"run", "benchmarks", "models", "judge"}
@@ -304,6 +305,7 @@ def _endpoint(
         price=price,
         force_litellm=_bool(path, f"{where}.use_litellm", t.get("use_litellm", False)),
         timeout_s=_opt_pos_float(path, f"{where}.timeout_s", t.get("timeout_s")) or 120.0,
+        context_window=_opt_pos_int(path, f"{where}.context_window", t.get("context_window")),
     )
 
 

@@ -174,7 +174,8 @@ class Simulator:
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
         window = self._config.context_window
-        extra = {} if window is None else {"max_model_len": window}  # as vLLM reports its window
+        vllm = window is not None and self._config.context_style == "openai"
+        extra = {"max_model_len": window} if vllm else {}  # as vLLM reports its window
         data = [
             {"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator", **extra}
             for n in names
@@ -182,7 +183,10 @@ class Simulator:
         return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
 
     async def _props(self, request: web.Request) -> web.Response:
-        # llama.cpp's GET /props: the context each slot has (one slot here); 0 when unlimited.
+        # llama.cpp's GET /props: the context each slot has (one slot here). Only a llama.cpp-style
+        # server has it; the others answer 404, as vLLM does.
+        if self._config.context_style != "llamacpp":
+            return self._json(404, error_body("Not Found", "not_found_error"))
         settings = {"n_ctx": self._config.context_window or 0}
         body = {"default_generation_settings": settings, "total_slots": 1}
         return web.Response(body=orjson.dumps(body), content_type=_JSON)
