@@ -7,14 +7,16 @@ providers/pool.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from ifsweep.providers.retry import HttpStatusError, MalformedResponse
+
+if TYPE_CHECKING:
+    import aiohttp
 
 # LiteLLM provider names whose endpoints speak OpenAI chat completions.
 FAST_PROVIDERS = frozenset(
@@ -106,9 +108,17 @@ def error_detail(raw: bytes) -> str:
 
 
 class FastSender:
-    """Sends one attempt for one endpoint: precomputed URL and params, a body per call."""
+    """Sends one attempt for one endpoint: precomputed URL and params, a body per call. `session` gives
+    the shared aiohttp session, made (and aiohttp imported) at the first send: a resumed run with
+    nothing left to send never pays for either."""
 
-    def __init__(self, session: aiohttp.ClientSession, api_base: str, model: str, params: Mapping[str, Any]):
+    def __init__(
+        self,
+        session: Callable[[], aiohttp.ClientSession],
+        api_base: str,
+        model: str,
+        params: Mapping[str, Any],
+    ):
         self._session = session
         self._url = api_base.rstrip("/") + "/chat/completions"
         self._model = model
@@ -117,7 +127,7 @@ class FastSender:
     async def send(self, messages: Sequence[Mapping[str, str]], api_key: str) -> Reply:
         body = orjson.dumps({"model": self._model, "messages": messages, **self._params})
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        async with self._session.post(self._url, data=body, headers=headers) as resp:
+        async with self._session().post(self._url, data=body, headers=headers) as resp:
             raw = await resp.read()
             if resp.status >= 300:
                 raise HttpStatusError(resp.status, resp.headers, error_detail(raw))

@@ -8,9 +8,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
-
-import aiohttp
+from typing import TYPE_CHECKING, Literal
 
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.context import overflow_in
@@ -29,6 +27,9 @@ from ifsweep.providers.records import (
 from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
 from ifsweep.providers.scrub import redact_values, scrub, secret_values
 from ifsweep.providers.via_litellm import LiteLLMSender
+
+if TYPE_CHECKING:
+    import aiohttp
 
 Path = Literal["fast", "litellm"]
 # Calls allowed in flight per endpoint key when the config gives no max_concurrency.
@@ -184,8 +185,9 @@ class ProviderPool:
             self._key_envs.add(spec.api_key_env)
         if route.path == "fast":
             assert route.api_base is not None
+            base = route.api_base
             sender: FastSender | LiteLLMSender = FastSender(
-                self._session(route.api_base), route.api_base, route.model, spec.params
+                lambda: self._session(base), base, route.model, spec.params
             )
         else:
             sender = LiteLLMSender(route.model, route.api_base, spec.params)
@@ -197,6 +199,8 @@ class ProviderPool:
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)
         if session is None:
+            import aiohttp  # at the first call: a run that sends nothing need not load it
+
             # No per-session timeout: the per-call deadline (spec.timeout_s) is enforced around each call.
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
             session = aiohttp.ClientSession(

@@ -82,3 +82,42 @@ def test_bare_names_prefixes_and_unknown_models() -> None:
     assert price_map.lookup("anthropic/gpt-4o-mini") is None
     assert litellm_price("openai/gpt-4o-mini") == Price(0.15, 0.6)
     assert litellm_price("openai/no-such-model-xyz") is None
+
+
+def test_a_run_imports_litellm_only_for_a_call_through_it(tmp_path: Path) -> None:
+    """Unpriced models look their price up in the map: neither a first run nor a resume imports litellm,
+    and a resume that sends nothing does not load aiohttp either."""
+    from sweeps import toml_config
+
+    from ifsweep.simulator import SimulatorThread
+
+    code = """
+        import sys
+        from ifsweep.runner.cli import main
+        code = main(["run", sys.argv[1]])
+        print(code, "litellm" in sys.modules, "aiohttp" in sys.modules)
+    """
+
+    def run(cfg: Path) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code), str(cfg)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()[-3:]
+
+    with SimulatorThread() as sim:
+        cfg = tmp_path / "sweep.toml"
+        cfg.write_text(toml_config(tmp_path / "run", sim.base_url, bench=("cfbench",), limit=3))
+        assert run(cfg) == ["0", "False", "True"]  # sent its calls over aiohttp
+        sent = sim.stats.requests
+        assert run(cfg) == ["0", "False", "False"]  # the resume: nothing to send
+        assert sim.stats.requests == sent
+        # A model sent through LiteLLM is what imports it.
+        cfg.write_text(
+            cfg.read_text().replace("max_tokens = 128 }", "max_tokens = 64 }\nuse_litellm = true", 1)
+        )
+        assert run(cfg)[1] == "True"
