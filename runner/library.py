@@ -56,7 +56,9 @@ REPORT_FORMATS = ("table", "json", "csv", "md", "html")
 class StatusRow:
     """One (model, benchmark) of a run directory, from its files alone. `planned` is None when the
     summaries do not say; `done` counts instances with an error-free verdict; `errors`, calls whose
-    newest record is an error (what a resume retries); `spent_usd`, every call ever paid for."""
+    newest record is an error (what a resume retries); `spent_usd`, every call ever paid for: the
+    model's answers and the judge's calls on them (the figure summary.json's row holds); `judge_usd`,
+    the judge's part."""
 
     model: str
     benchmark: str
@@ -64,6 +66,7 @@ class StatusRow:
     done: int
     errors: int
     spent_usd: float
+    judge_usd: float = 0.0
 
 
 def sweep_config(config: ConfigSource, *, check_env: bool = True) -> SweepConfig:
@@ -141,6 +144,7 @@ def status(run_dir: str | os.PathLike[str]) -> list[StatusRow]:
             done=int(r["done"]),
             errors=int(r["errors"]),
             spent_usd=float(r["spent_usd"]),
+            judge_usd=float(r["judge_usd"]),
         )
         for r in status_table(path)
     ]

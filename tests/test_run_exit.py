@@ -150,6 +150,27 @@ def test_a_model_whose_server_is_down_fails_the_sweep(tmp_path: Path) -> None:
     assert (s["status"], s["complete"], s["errors_by_kind"]) == ("failed", False, {"connection": 22})
 
 
+def test_the_library_says_the_same(tmp_path: Path) -> None:
+    import ifsweep
+
+    with SimulatorThread() as sim:
+        cfg = write_config(tmp_path, sim.base_url, sim.base_url)
+        cfg.write_text(
+            cfg.read_text().replace(
+                f'model = "openai/sim-beta"\napi_base = "{sim.base_url}"', _down("sim-beta")
+            )
+        )
+        result = ifsweep.run(cfg, progress="off")
+    assert (result.status, result.exit_code, result.complete) == ("failed", 1, False)
+    assert dict(result.errors_by_kind) == {"connection": 22}
+    assert result.message == "22 pairs ended in error (connection: 22); run again to retry them"
+    rows = {(r.model, r.benchmark): r for r in ifsweep.status(tmp_path / "run")}
+    by_model = {(r["model"], r["benchmark"]): r for r in summary(tmp_path / "run")["by_model"]}
+    assert {k: (r.spent_usd, r.judge_usd) for k, r in rows.items()} == {
+        k: (r["spent_usd"], r["judge_usd"]) for k, r in by_model.items()
+    }
+
+
 def _down(name: str) -> str:
     with socket.socket() as sock:  # a loopback port bound, then closed: nothing listens there
         sock.bind(("127.0.0.1", 0))
