@@ -40,6 +40,11 @@ class Estimate:
     over_window: int = 0
     may_exceed: int = 0
     longest_prompt: int = 0  # tokens, typical count
+    # The same for the judge's prompts of this benchmark (the judged answer left out): pairs with a judge
+    # prompt over the judge's window, and the longest such prompt.
+    judge_window: Window | None = None
+    judge_over_window: int = 0
+    judge_longest_prompt: int = 0
 
 
 def _max_tokens(spec: EndpointSpec) -> int:
@@ -64,21 +69,26 @@ class InstanceLoad:
     judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
     judge_depth: int  # judge calls made one after another: turns of the longest task
     typical_prompt_tokens: int = 0  # the generation prompt by `typical_tokens`
+    typical_judge_longest: int = 0  # the longest judge prompt by `typical_tokens`, the answer left out
 
 
 def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
     """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
     from this. A multi-turn task's earlier judge replies count as short verdicts."""
-    judge_calls = judge_tokens = depth = 0
+    judge_calls = judge_tokens = depth = judge_longest = 0
     for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
         replies: tuple[str, ...] = ()
         for t in range(len(task.turns)):
-            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
+            asked = [m.as_dict() for m in task.messages_for_turn(t, replies)]
+            judge_tokens += estimate_tokens(asked)
+            judge_longest = max(judge_longest, typical_tokens(asked))
             judge_calls += 1
             replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
         depth = max(depth, len(task.turns))
     messages = [m.as_dict() for m in inst.messages]
-    return InstanceLoad(estimate_tokens(messages), judge_calls, judge_tokens, depth, typical_tokens(messages))
+    return InstanceLoad(
+        estimate_tokens(messages), judge_calls, judge_tokens, depth, typical_tokens(messages), judge_longest
+    )
 
 
 def typical_tokens(messages: Sequence[Mapping[str, str]]) -> int:
@@ -98,6 +108,7 @@ def estimate(cfg: SweepConfig, work: Work, *, ask_servers: bool = True) -> list[
     out = []
     judge = cfg.judge
     judge_price = _price(judge) if judge is not None else None
+    judge_window = window_of(judge, ask_server=ask_servers) if judge is not None else None
     for spec in cfg.models:
         price = _price(spec)
         gen_max = _max_tokens(spec)
@@ -107,11 +118,13 @@ def estimate(cfg: SweepConfig, work: Work, *, ask_servers: bool = True) -> list[
             judge_calls = 0
             tin = 0
             jin = 0
-            over = maybe = longest = 0
+            over = maybe = longest = judge_over = judge_longest = 0
             for inst in instances:
                 load = instance_load(job, inst)
                 tin += load.prompt_tokens
                 longest = max(longest, load.typical_prompt_tokens)
+                judge_longest = max(judge_longest, load.typical_judge_longest)
+                judge_over += judge_window is not None and load.typical_judge_longest > judge_window.tokens
                 if window is not None and load.typical_prompt_tokens > window.tokens:
                     over += 1
                 elif window is not None and load.prompt_tokens > window.tokens:
@@ -143,6 +156,9 @@ def estimate(cfg: SweepConfig, work: Work, *, ask_servers: bool = True) -> list[
                     over_window=over,
                     may_exceed=maybe,
                     longest_prompt=longest,
+                    judge_window=judge_window,
+                    judge_over_window=judge_over,
+                    judge_longest_prompt=judge_longest,
                 )
             )
     return out
@@ -187,9 +203,19 @@ def render_estimate(rows: list[Estimate]) -> str:
 
 
 def window_warnings(rows: list[Estimate]) -> list[str]:
-    """One line per (model, benchmark) whose prompts do not fit the model's context window."""
+    """One line per (model, benchmark) whose prompts do not fit the model's context window, and one per
+    benchmark whose judge prompts do not fit the judge's."""
     out = []
+    judged: set[str] = set()
     for r in rows:
+        if r.judge_window is not None and r.judge_over_window and r.benchmark not in judged:
+            judged.add(r.benchmark)
+            jw = r.judge_window
+            out.append(
+                f"warning: {r.judge_over_window} of {r.calls} {r.benchmark} pairs have a judge prompt over "
+                f"the judge's context window of {jw.tokens} tokens ({jw.source}) before the answer is "
+                f"added: longest about {r.judge_longest_prompt} tokens (estimated)"
+            )
         if r.window is None or not (r.over_window or r.may_exceed):
             continue
         where = f"{r.model}'s context window of {r.window.tokens} tokens ({r.window.source})"
