@@ -97,10 +97,6 @@ def test_prompts_over_the_slot_window(
         f"of {PAIRS} eifbench prompts exceed smollm2's context window of {SLOT_WINDOW} tokens" in plan.stdout
     )
     assert "/props n_ctx (per slot)" in plan.stdout
-    # EIFBench's judge prompt holds the dialogue too: the judge (the same server) cannot read it either.
-    assert (
-        f"eifbench pairs have a judge prompt over the judge's context window of {SLOT_WINDOW}" in plan.stdout
-    )
 
     run = ifsweep("run", str(cfg))
     told = f"{PAIRS} pairs ended in error (context_length: {PAIRS}); run again to retry them"
