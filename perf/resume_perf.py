@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,11 +70,22 @@ def config(root: Path, base: str, data: Path, models: int) -> Path:
 
 
 def timed(code: str, cfg: Path, *flags: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    t, _, done = timed_cpu(code, cfg, *flags)
+    return t, done
+
+
+def timed_cpu(code: str, cfg: Path, *flags: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall s, the child's CPU s (user + system), the finished process). On a busy machine the wall
+    time mostly measures the other work; the CPU time is the resume's own."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *flags, "-c", code, "run", str(cfg)], capture_output=True, text=True, timeout=600
     )
-    return time.perf_counter() - t0, done
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, done
 
 
 def main() -> int:
@@ -96,13 +108,16 @@ def main() -> int:
         sent = sim.stats.requests
         ours: list[float] = []
         base: list[float] = []
+        ours_cpu: list[float] = []
+        base_cpu: list[float] = []
         for _ in range(args.runs):
-            for code, into in ((OURS, ours), (BASELINE, base)):
-                took, done = timed(code, cfg)
+            for code, into, cpu_into in ((OURS, ours, ours_cpu), (BASELINE, base, base_cpu)):
+                took, cpu, done = timed_cpu(code, cfg)
                 if done.returncode != 0:
                     print(done.stderr[-2000:], file=sys.stderr)
                     return 1
                 into.append(took)
+                cpu_into.append(cpu)
         assert sim.stats.requests == sent, "a resume sent a request"
         o, b = statistics.median(ours), statistics.median(base)
         print(f"resume of {pairs} done pairs, whole process (median of {args.runs}):")
@@ -110,6 +125,9 @@ def main() -> int:
         print(f"  baseline (litellm import) {b:6.2f} s   (runs: {', '.join(f'{x:.2f}' for x in base)})")
         verdict = "met" if o < GOAL_S else "MISSED"
         print(f"  ratio baseline/ours       {b / o:6.2f}x   goal: ours < {GOAL_S} s -> {verdict}")
+        oc, bc = statistics.median(ours_cpu), statistics.median(base_cpu)
+        print(f"  CPU s (user+sys), median: ours {oc:.2f}, baseline {bc:.2f}, ratio {bc / oc:.2f}x")
+        print(f"  load average after: {os.getloadavg()[0]:.2f}")
         if args.importtime:
             _, done = timed(OURS, cfg, "-X", "importtime")
             rows = []
