@@ -264,14 +264,14 @@ async def run_sweep(
             message = "budget reached for " + ", ".join(sorted(stop.exhausted_models))
         elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
             status, message = "failed", "some pairs did not finish"
-        errors = sum(c.errors for c in counters.values())
-        if status == "complete" and errors:
-            status = "failed"  # message below, once the kinds are counted
         if status == "complete":
             try:
                 check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
             except IncompleteVerdicts as e:
                 status, message = "failed", str(e)
+        errors = sum(c.errors for c in counters.values())
+        if status == "complete" and errors:
+            status = "failed"  # said below, once the kinds are counted
         try:
             store.flush()
         except DiskFullError as e:
@@ -282,7 +282,8 @@ async def run_sweep(
         if errors:
             by_kind = _errors_by_kind(store, cfg, work, keep)
             told = errors_message(errors, by_kind)
-            result = replace(result, errors_by_kind=by_kind, message=result.message or told)
+            said = f"{result.message}; {told}" if result.message else told
+            result = replace(result, errors_by_kind=by_kind, message=said)
         try:
             write_summary(
                 run_dir, result.status, result, counters, tally, started, writer_id, state, shared_at
