@@ -209,3 +209,22 @@ def test_a_clean_sweep_exits_0_and_summary_rows_equal_status_rows(tmp_path: Path
     assert rows == {(r["model"], r["benchmark"]): (r["spent_usd"], r["judge_usd"]) for r in st["rows"]}
     assert (s["status"], s["complete"], s["errors_by_kind"]) == ("complete", True, {})
     assert (st["complete"], st["errors_by_kind"]) == (True, {})
+
+
+def test_a_judge_call_in_error_names_the_judge(tmp_path: Path) -> None:
+    # Every judge prompt (instruction, answer and rubric) is longer than the judge's 40 tokens.
+    with (
+        SimulatorThread() as models,
+        SimulatorThread(SimConfig(context_window=40, context_style="llamacpp")) as judge,
+    ):
+        cfg = write_config(tmp_path, models.base_url, judge.base_url)
+        done = ifsweep("run", str(cfg))
+    pairs = len(MODELS) * 22
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert (
+        f"{pairs} pairs ended in error (judge:context_length: {pairs}); run again to retry them"
+        in done.stderr
+    )
+    judged = stored_records(tmp_path / "run", {"judgment"})
+    assert judged and all(j["error_kind"] == "context_length" for j in judged)
+    assert status_json(tmp_path / "run")["errors_by_kind"] == {"judge:context_length": pairs}
