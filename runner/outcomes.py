@@ -78,8 +78,8 @@ def _newer_wins(old: tuple[bool, Any] | None, is_error: bool) -> bool:
 
 @dataclass(slots=True)
 class ErrorTally:
-    """The pairs whose newest verdict is an error, and why: the answer's error kind, or "judge:KIND"
-    when the answer was fine and a judge call failed."""
+    """The pairs with a verdict in error (its newest record for that key), and why: the answer's error
+    kind, or "judge:KIND" when the answer was fine and a judge call failed."""
 
     _calls: dict[str, tuple[bool, str]] = field(default_factory=dict)  # gen key -> (error, kind)
     _judge: dict[str, tuple[bool, Pair, str]] = field(default_factory=dict)  # key -> (error, pair, kind)
@@ -112,15 +112,18 @@ class ErrorTally:
         for is_error, pair, reason in self._judge.values():
             if is_error:
                 judge_kinds.setdefault(pair, reason)
-        counts: Counter[str] = Counter()
+        # A pair counts once, however many verdicts it has (one per judge of a panel): its answer's
+        # error if it has one, else the first judge error found.
+        kinds: dict[Pair, str] = {}
         for is_error, pair, gen_key in self._verdicts.values():
             if not is_error or (keep is not None and not keep(pair)):
                 continue
             gen = self._calls.get(gen_key)
             if gen is not None and gen[0]:
-                counts[gen[1]] += 1
+                kinds[pair] = gen[1]
             else:
-                counts[f"judge:{judge_kinds.get(pair, 'other')}"] += 1
+                kinds.setdefault(pair, f"judge:{judge_kinds.get(pair, 'other')}")
+        counts = Counter(kinds.values())
         return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
