@@ -235,8 +235,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from ifsweep.runner.planning import estimate, render_estimate
 
     cfg = load_config(args.config, check_env=False)
-    print(render_estimate(estimate(cfg, _load_work(cfg))))
+    work = _load_work(cfg)
+    print(render_estimate(estimate(cfg, work)))
+    _print_window_warnings(cfg, work)
     return EXIT_OK
+
+
+def _print_window_warnings(cfg: SweepConfig, work: Work) -> None:
+    """Prompts over a model's (or the judge's) context window: they could only end in error."""
+    from ifsweep.runner.windows import check_windows, window_warnings
+
+    warnings = window_warnings(check_windows(cfg, work))
+    if warnings:
+        print("\n" + "\n".join(warnings))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -92,7 +92,7 @@ def test_plan_warns_with_the_window_the_server_reports(
         assert f"warning: 10 of 10 infobench prompts exceed {model}'s context window of 5 tokens" in out
     assert source in out and "context_length errors" in out
     # The judge (on the same server) is told of once per benchmark.
-    assert out.count("infobench pairs have a judge prompt over the judge's context window of 5 tokens") == 1
+    assert out.count("infobench pairs have a judge prompt over judge's context window of 5 tokens") == 1
     assert not (tmp_path / "run").exists()
 
     with SimulatorThread(SimConfig(context_window=100_000, context_style=style)) as sim:
