@@ -46,11 +46,11 @@ class EndpointSpec:
     tpm: int | None = None
     max_concurrency: int | None = None
     max_usd: float | None = None
+    context_window: int | None = None  # tokens; overrides what the server or LiteLLM's map says (plan)
     params: Mapping[str, Any] = field(default_factory=dict)  # temperature, max_tokens, ...
     price: Price | None = None  # overrides LiteLLM's price map
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could
     timeout_s: float = 120.0  # per-call deadline, retries included
-    context_window: int | None = None  # tokens; overrides what the server or LiteLLM's map says (plan)
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,11 +46,11 @@ _ENDPOINT_KEYS = {
     "tpm",
     "max_concurrency",
     "max_usd",
+    "context_window",
     "params",
     "price",
     "use_litellm",
     "timeout_s",
-    "context_window",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
 _TOP_KEYS = {"run", "benchmarks", "models", "judge"}
@@ -301,11 +301,11 @@ def _endpoint(
         tpm=_opt_pos_int(path, f"{where}.tpm", t.get("tpm")),
         max_concurrency=_opt_pos_int(path, f"{where}.max_concurrency", t.get("max_concurrency")),
         max_usd=_opt_pos_float(path, f"{where}.max_usd", t.get("max_usd")),
+        context_window=_opt_pos_int(path, f"{where}.context_window", t.get("context_window")),
         params=dict(params),
         price=price,
         force_litellm=_bool(path, f"{where}.use_litellm", t.get("use_litellm", False)),
         timeout_s=_opt_pos_float(path, f"{where}.timeout_s", t.get("timeout_s")) or 120.0,
-        context_window=_opt_pos_int(path, f"{where}.context_window", t.get("context_window")),
     )
 
 

@@ -105,6 +105,21 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
     return _render_plain(table, catalog, "table" if fmt == "md" else fmt)
 
 
+def status_json(run_dir: Path) -> str:
+    """`ifsweep status --json`: the per-(model, benchmark) rows, the partitions, whether the run is
+    complete and its pairs in error by kind."""
+    import orjson
+
+    from ifsweep.runner.status import status_report
+
+    require_run_dir(run_dir)
+    try:
+        report = status_report(run_dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+
+
 def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
@@ -126,29 +141,19 @@ def render_status(run_dir: Path) -> str:
             f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
             f"{r['errors']:7d} {float(r['spent_usd']):10.4f}"
         )
-    if report.errors_by_kind:
-        from ifsweep.runner.outcomes import errors_message
-
-        failed = sum(report.errors_by_kind.values())
-        lines += ["", f"incomplete: {errors_message(failed, report.errors_by_kind)}"]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_incomplete_lines(report)])
 
 
-def status_json(run_dir: Path) -> str:
-    """`ifsweep status --json`: the per-(model, benchmark) rows, the partitions, whether the run is
-    complete and its pairs in error by kind."""
-    import orjson
+def _incomplete_lines(report: StatusReport) -> list[str]:
+    """The line a run with pairs in error ended on, as `ifsweep run` printed it."""
+    if not report.errors_by_kind:
+        return []
+    from ifsweep.runner.outcomes import errors_message
 
-    from ifsweep.runner.status import status_report
-
-    require_run_dir(run_dir)
-    try:
-        report = status_report(run_dir)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+    failed = sum(report.errors_by_kind.values())
+    return ["", f"incomplete: {errors_message(failed, report.errors_by_kind)}"]
 
 
 def _partition_lines(report: StatusReport) -> list[str]:

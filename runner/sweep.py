@@ -6,12 +6,13 @@ Everything that can be wrong with the config or the data is found before the run
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +77,7 @@ class SweepResult:
     message: str = ""
     # Pairs that ended in error, by why: an answer's error kind ("context_length", "timeout", ...) or
     # "judge:KIND" when a judge call failed. A sweep with any is "failed" (exit 1): run it again to retry.
-    errors_by_kind: Mapping[str, int] = field(default_factory=dict)
+    errors_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -283,7 +284,7 @@ async def run_sweep(
             by_kind = _errors_by_kind(store, cfg, work, keep)
             told = errors_message(errors, by_kind)
             said = f"{result.message}; {told}" if result.message else told
-            result = replace(result, errors_by_kind=by_kind, message=said)
+            result = dataclasses.replace(result, errors_by_kind=by_kind, message=said)
         try:
             write_summary(
                 run_dir, result.status, result, counters, tally, started, writer_id, state, shared_at

@@ -61,13 +61,13 @@ class SimConfig:
     burst_s: float = 2.0
     send_retry_after: bool = True  # Retry-After and retry-after-ms on limit 429s
     send_ratelimit_headers: bool = True  # x-ratelimit-* on every response when a limit is set
-    faults: FaultRates = field(default_factory=FaultRates)
-    seed: int = 0
-    hang_s: float = 3600.0
     # Prompts longer than this many tokens are refused with a 400, as a server with that context
     # would; served as /props n_ctx (llama.cpp) and max_model_len in /v1/models (vLLM). None: no limit.
     context_window: int | None = None
     context_style: str = "openai"  # the 400's shape: "openai" (OpenAI / vLLM) or "llamacpp"
+    faults: FaultRates = field(default_factory=FaultRates)
+    seed: int = 0
+    hang_s: float = 3600.0
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.jitter_ms < 0:

@@ -523,13 +523,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jitter-ms", type=float, default=0.0)
     p.add_argument("--rpm", type=int, default=None)
     p.add_argument("--tpm", type=int, default=None)
+    p.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400")
+    p.add_argument("--context-style", choices=CONTEXT_STYLES, default="openai", help="that 400's shape")
     p.add_argument("--burst-s", type=float, default=2.0)
     p.add_argument("--no-retry-after", action="store_true", help="send no Retry-After on limit 429s")
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=3600.0)
-    p.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400")
-    p.add_argument("--context-style", choices=CONTEXT_STYLES, default="openai", help="that 400's shape")
     p.add_argument(
         "--fault",
         type=_fault_arg,
@@ -547,14 +547,14 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         jitter_ms=args.jitter_ms,
         rpm=args.rpm,
         tpm=args.tpm,
+        context_window=args.context_window,
+        context_style=args.context_style,
         burst_s=args.burst_s,
         send_retry_after=not args.no_retry_after,
         send_ratelimit_headers=not args.no_ratelimit_headers,
         faults=FaultRates(**dict(args.fault)),
         seed=args.seed,
         hang_s=args.hang_s,
-        context_window=args.context_window,
-        context_style=args.context_style,
     )
 
 
