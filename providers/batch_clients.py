@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
 import orjson
 
 from ifsweep.providers.fast import error_detail
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.providers.retry import HttpStatusError, MalformedResponse
+
+if TYPE_CHECKING:  # loaded with the first send: a resume that sends nothing need not import aiohttp
+    import aiohttp
 
 # Batch states after which nothing more happens.
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
@@ -98,6 +100,8 @@ class OpenAIBatchClient:
             raise MalformedResponse(f"{path}: body is not JSON ({exc})") from None
 
     async def upload(self, data: bytes) -> str:
+        import aiohttp
+
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", data, filename="requests.jsonl", content_type="application/jsonl")

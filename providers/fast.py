@@ -7,15 +7,17 @@ providers/pool.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from ifsweep.providers.records import CallStatus
 from ifsweep.providers.retry import HttpStatusError, MalformedResponse
+
+if TYPE_CHECKING:
+    import aiohttp
 
 # LiteLLM provider names whose endpoints speak OpenAI chat completions.
 FAST_PROVIDERS = frozenset(
@@ -133,15 +135,27 @@ def error_detail(raw: bytes) -> str:
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
+            # llama.cpp puts the sizes of a context overflow beside its message: keep them.
+            sizes = "".join(
+                f", {k}={error[k]}" for k in ("n_prompt_tokens", "n_ctx") if isinstance(error.get(k), int)
+            )
+            return str(error["message"])[:300] + (f" ({sizes[2:]})" if sizes else "")
         return str(error)[:300]
     return str(body)[:300]
 
 
 class FastSender:
-    """Sends one attempt for one endpoint: precomputed URL and params, a body per call."""
+    """Sends one attempt for one endpoint: precomputed URL and params, a body per call. `session` gives
+    the shared aiohttp session, made (and aiohttp imported) at the first send: a resumed run with
+    nothing left to send never pays for either."""
 
-    def __init__(self, session: aiohttp.ClientSession, api_base: str, model: str, params: Mapping[str, Any]):
+    def __init__(
+        self,
+        session: Callable[[], aiohttp.ClientSession],
+        api_base: str,
+        model: str,
+        params: Mapping[str, Any],
+    ):
         self._session = session
         self._url = api_base.rstrip("/") + "/chat/completions"
         self._model = model
@@ -152,7 +166,7 @@ class FastSender:
     ) -> Reply:
         body = orjson.dumps({"model": self._model, "messages": messages, **self._params, **(extra or {})})
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
-        async with self._session.post(self._url, data=body, headers=headers) as resp:
+        async with self._session().post(self._url, data=body, headers=headers) as resp:
             raw = await resp.read()
             if resp.status >= 300:
                 raise HttpStatusError(resp.status, resp.headers, error_detail(raw))

@@ -8,15 +8,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import aiohttp
 import anyio
 import anyio.abc
 
 from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
 from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
 from ifsweep.providers.budget import Budget
+from ifsweep.providers.context import overflow_in
 from ifsweep.providers.coordination import RateCoordinator
 from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply, reply_status
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
@@ -32,6 +32,9 @@ from ifsweep.providers.records import (
 from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
 from ifsweep.providers.scrub import redact_values, scrub, secret_values
 from ifsweep.providers.via_litellm import LiteLLMSender
+
+if TYPE_CHECKING:
+    import aiohttp
 
 Path = Literal["fast", "litellm"]
 # Calls allowed in flight per endpoint key when the config gives no max_concurrency.
@@ -190,8 +193,9 @@ class ProviderPool:
             self._key_envs.add(spec.api_key_env)
         if route.path == "fast":
             assert route.api_base is not None
+            base = route.api_base
             sender: FastSender | LiteLLMSender = FastSender(
-                self._session(route.api_base), route.api_base, route.model, spec.params
+                lambda: self._session(base), base, route.model, spec.params
             )
         else:
             sender = LiteLLMSender(route.model, route.api_base, spec.params, route.provider)
@@ -258,6 +262,8 @@ class ProviderPool:
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)
         if session is None:
+            import aiohttp  # at the first call: a run that sends nothing need not load it
+
             # No per-session timeout: the per-call deadline (spec.timeout_s) is enforced around each call.
             connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
             session = aiohttp.ClientSession(
@@ -563,6 +569,14 @@ class Endpoint:
             return (
                 f"{where} does not know model {route.model!r}: check the model name and api_base ({detail})"
             )
+        if decision.kind == "context_length":
+            found = overflow_in(detail)
+            said = (
+                found.describe(spec.model)
+                if found is not None
+                else f"the prompt exceeds {spec.model}'s window"
+            )
+            return f"{said}: set a longer context on the server, or leave this benchmark out ({detail})"
         if decision.kind == "bad_request":
             keys = ", ".join(sorted(spec.params)) or "none"
             return f"{spec.model} rejected the request: check params ({keys}) and prompt length ({detail})"

@@ -1,7 +1,9 @@
 """Prices, token estimates and the one place litellm is imported.
 
 litellm takes about 3 s and 170 MB to import and, by default, fetches its price map over HTTPS at import
-(MEASURED.md), so it is imported lazily here and only with the local cost map switched on.
+(docs/design/providers.md). Prices and context windows come from its bundled map read directly
+(providers/price_map.py); litellm itself is imported only for a call that must go through it, and then
+with the local cost map switched on for the import alone.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
 
+from ifsweep.providers import price_map
 from ifsweep.providers.records import EndpointSpec, Price, UnknownPrice
 
 _litellm: ModuleType | None = None
@@ -21,60 +23,59 @@ def import_litellm() -> ModuleType:
     """Import litellm offline and quiet; every use of litellm in the project goes through here."""
     global _litellm
     if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        module = importlib.import_module("litellm")
+        module = _import_offline()
         # Otherwise every exception prints a "Give Feedback" banner to stdout.
         vars(module)["suppress_debug_info"] = True
         _litellm = module
     return _litellm
 
 
-def _model_info(model: str) -> Mapping[str, Any] | None:
-    """litellm's local cost-map entry for `model`, or None. get_model_info is read-only: passing prices
-    per call would write into litellm's global map."""
-    litellm = import_litellm()
-    try:
-        info: Mapping[str, Any] = litellm.get_model_info(model)
-    except Exception:  # ModelNotMappedError and friends: litellm raises several kinds for unknown names
-        return None
-    return info
-
-
-def _per_mtok(value: object) -> float | None:
-    return float(value) * 1e6 if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def cache_prices(model: str) -> tuple[float | None, float | None]:
     """(cached input, cache write) in dollars per million tokens from the price map; None where the map
-    has none. The one place these are read (the price map's reader may change; this signature stays)."""
-    info = _model_info(model)
-    if info is None:
+    has none."""
+    entry = price_map.lookup(model)
+    if entry is None:
         return None, None
-    return _per_mtok(info.get("cache_read_input_token_cost")), _per_mtok(
-        info.get("cache_creation_input_token_cost")
-    )
+    return _per_mtok(entry.cache_read_per_token), _per_mtok(entry.cache_write_per_token)
+
+
+def _per_mtok(value: float | None) -> float | None:
+    return None if value is None else value * 1e6
+
+
+def _import_offline() -> ModuleType:
+    """litellm reads LITELLM_LOCAL_MODEL_COST_MAP once, while it is imported, to decide whether to fetch
+    its price map over HTTPS. The `ifsweep` command sets it for its whole process (runner/cli.py); a
+    library caller's environment is left as found: the variable is set for the import alone."""
+    name = "LITELLM_LOCAL_MODEL_COST_MAP"
+    before = os.environ.get(name)
+    if before is not None:
+        return importlib.import_module("litellm")
+    os.environ[name] = "True"
+    try:
+        return importlib.import_module("litellm")
+    finally:
+        os.environ.pop(name, None)
 
 
 def litellm_price(model: str) -> Price | None:
-    """Price from litellm's local cost map, or None when the model is not in it."""
-    info = _model_info(model)
-    if info is None:
+    """Price from LiteLLM's bundled model map (read without importing litellm), or None when the model
+    is not in it."""
+    entry = price_map.lookup(model)
+    if entry is None:
         return None
-    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if not isinstance(inp, int | float) or not isinstance(out, int | float):
-        return None
+    # As litellm's get_model_info: a price the map leaves out counts as 0.
+    inp, out = entry.input_per_token or 0.0, entry.output_per_token or 0.0
     # An unmapped model can come back with zero prices; treat that as unknown, not free.
     if inp == 0 and out == 0:
         return None
-    cached, write = cache_prices(model)
-    batch_in, batch_out = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
     return Price(
         input_per_mtok=float(inp) * 1e6,
         output_per_mtok=float(out) * 1e6,
-        cached_input_per_mtok=cached,
-        cache_write_per_mtok=write,
-        batch_input_per_mtok=float(batch_in) * 1e6 if isinstance(batch_in, int | float) else None,
-        batch_output_per_mtok=float(batch_out) * 1e6 if isinstance(batch_out, int | float) else None,
+        cached_input_per_mtok=_per_mtok(entry.cache_read_per_token),
+        cache_write_per_mtok=_per_mtok(entry.cache_write_per_token),
+        batch_input_per_mtok=_per_mtok(entry.batch_input_per_token),
+        batch_output_per_mtok=_per_mtok(entry.batch_output_per_token),
     )
 
 

@@ -19,6 +19,7 @@ ErrorKind = Literal[
     "malformed",  # body not JSON / not the chat-completions shape
     "auth",  # 401 / 403, or the api_key_env variable is not set
     "not_found",  # 404: unknown model or wrong api_base
+    "context_length",  # the prompt is longer than the model's context window (never retried)
     "bad_request",  # other 4xx
     "other",
 ]
@@ -103,6 +104,7 @@ class EndpointSpec:
     tpm: int | None = None
     max_concurrency: int | None = None
     max_usd: float | None = None
+    context_window: int | None = None  # tokens; overrides what the server or LiteLLM's map says (plan)
     params: Mapping[str, Any] = field(default_factory=dict)  # temperature, max_tokens, ...
     price: Price | None = None  # overrides LiteLLM's price map
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could

@@ -27,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # busy thread on the machine (paired differences took 20-25 s instead of 3 beside one busy loop).
     # One thread loses little alone. Set before numpy is first imported; a user's own setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # litellm, when a call goes through it, reads its bundled price map instead of fetching one over
+    # HTTPS at import (the library sets this only around the import: providers/pricing.py).
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve-mock"]:
         # Every argument, --help included, belongs to the simulator's own parser; argparse's
@@ -127,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("status", help="planned / done / errors / spent of a run directory (no network)")
     c.add_argument("run_dir", type=Path)
+    c.add_argument("--json", action="store_true", help="the per-model rows and completeness as JSON")
     c.set_defaults(handler=_cmd_status)
 
     c = sub.add_parser("batches", help="a run's open Batch API batches, with their status at the provider")
@@ -250,8 +254,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from ifsweep.runner.planning import estimate, render_estimate
 
     cfg = load_config(args.config, check_env=False)
-    print(render_estimate(estimate(cfg, _load_work(cfg))))
+    work = _load_work(cfg)
+    print(render_estimate(estimate(cfg, work)))
+    _print_window_warnings(cfg, work)
     return EXIT_OK
+
+
+def _print_window_warnings(cfg: SweepConfig, work: Work) -> None:
+    """Prompts over a model's (or the judge's) context window: they could only end in error."""
+    from ifsweep.runner.windows import check_windows, window_warnings
+
+    warnings = window_warnings(check_windows(cfg, work))
+    if warnings:
+        print("\n" + "\n".join(warnings))
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -282,9 +297,9 @@ def _cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from ifsweep.runner.reporting import render_status
+    from ifsweep.runner.reporting import render_status, status_json
 
-    print(render_status(args.run_dir))
+    print(status_json(args.run_dir) if args.json else render_status(args.run_dir))
     return EXIT_OK
 
 

@@ -58,7 +58,9 @@ REPORT_FORMATS = ("table", "json", "csv", "md", "html")
 class StatusRow:
     """One (model, benchmark) of a run directory, from its files alone. `planned` is None when the
     summaries do not say; `done` counts instances with an error-free verdict; `errors`, calls whose
-    newest record is an error (what a resume retries); `spent_usd`, every call ever paid for."""
+    newest record is an error (what a resume retries); `spent_usd`, every call ever paid for: the
+    model's answers and the judge's calls on them (the figure summary.json's row holds); `judge_usd`,
+    the judge's part."""
 
     model: str
     benchmark: str
@@ -70,6 +72,7 @@ class StatusRow:
     input_tokens: int = 0
     cached_tokens: int = 0
     cache_saved_usd: float = 0.0
+    judge_usd: float = 0.0
 
 
 def sweep_config(config: ConfigSource, *, check_env: bool = True) -> SweepConfig:
@@ -150,6 +153,7 @@ def status(run_dir: str | os.PathLike[str]) -> list[StatusRow]:
             input_tokens=int(r["input_tokens"]),
             cached_tokens=int(r["cached_tokens"]),
             cache_saved_usd=float(r["cache_saved_usd"]),
+            judge_usd=float(r["judge_usd"]),
         )
         for r in status_table(path)
     ]

@@ -171,6 +171,21 @@ def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
     return _render_plain(table, catalog, "table" if fmt == "md" else fmt)
 
 
+def status_json(run_dir: Path) -> str:
+    """`ifsweep status --json`: the per-(model, benchmark) rows, the partitions, whether the run is
+    complete and its pairs in error by kind."""
+    import orjson
+
+    from ifsweep.runner.status import status_report
+
+    require_run_dir(run_dir)
+    try:
+        report = status_report(run_dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+
+
 def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
@@ -211,7 +226,17 @@ def render_status(run_dir: Path) -> str:
             f"{len(batches)} Batch API batches open ({requests} requests): `ifsweep batches {run_dir}` "
             "shows them at the provider; `ifsweep run` collects them",
         ]
-    return "\n".join(lines)
+    return "\n".join([*lines, *_incomplete_lines(report)])
+
+
+def _incomplete_lines(report: StatusReport) -> list[str]:
+    """The line a run with pairs in error ended on, as `ifsweep run` printed it."""
+    if not report.errors_by_kind:
+        return []
+    from ifsweep.runner.outcomes import errors_message
+
+    failed = sum(report.errors_by_kind.values())
+    return ["", f"incomplete: {errors_message(failed, report.errors_by_kind)}"]
 
 
 def _judge_lines(report: StatusReport) -> list[str]:

@@ -27,7 +27,7 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,6 +344,8 @@ class RunStore:
     _closed: bool = False
     write_through: bool = True
     _unsynced: bool = False
+    # Told of every record this writer appends (the sweep's spend tally, runner/outcomes.py).
+    on_append: Callable[[Mapping[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------------------------------ open
 
@@ -504,6 +506,8 @@ class RunStore:
                 self._wake.set()
         self._buf += line
         self._buf_count += 1
+        if self.on_append is not None:
+            self.on_append(record)
         if self.write_through:
             self._write_now()
             return

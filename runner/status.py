@@ -19,6 +19,7 @@ import orjson
 
 from ifsweep.runner.board import Board, natural_key
 from ifsweep.runner.eta import Outlook
+from ifsweep.runner.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
 from ifsweep.runner.pace import RATE_WINDOW_S
 from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
 from ifsweep.runner.shards import DamageReport, scan_shards, shard_files
@@ -107,6 +108,8 @@ class StatusReport:
     # writer), status, planned, done, errors, spent_usd (its own shards), updated_at}.
     partitions: list[dict[str, Any]]
     spent_usd: float  # every call record of every writer
+    # Pairs whose newest verdict is an error, by kind (runner/outcomes.py ErrorTally.by_kind).
+    errors_by_kind: dict[str, int]
     # The newest summary written under a coordinator: {coordinator, spent_usd (the shared ledger's
     # total as that process last saw it), updated_at}; None if no writer had one.
     shared: dict[str, Any] | None
@@ -114,18 +117,37 @@ class StatusReport:
     # verdicts), errors (verdicts with an error), calls (its distinct calls), spent_usd}.
     judges: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def complete(self) -> bool:
+        """Every planned pair done and none in error (False while `planned` is unknown)."""
+        return not self.errors_by_kind and all(
+            r["planned"] is not None and r["done"] >= r["planned"] for r in self.rows
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "errors_by_kind": self.errors_by_kind,
+            "spent_usd": self.spent_usd,
+            "rows": self.rows,
+            "partitions": self.partitions,
+            "shared": self.shared,
+        }
+
 
 def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> list[dict[str, Any]]:
-    """Rows {model, benchmark, planned, done, errors, spent_usd}, sorted by model then benchmark.
-    `planned` is None when no complete set of summary files says (see `_planned`); `done` counts
-    instances with a verdict whose rows hold no error."""
+    """Rows {model, benchmark, planned, done, errors, spent_usd, judge_usd}, sorted by model then
+    benchmark. `planned` is None when no complete set of summary files says (see `_planned`); `done`
+    counts instances with a verdict whose rows hold no error; `spent_usd` is the model's answers plus
+    the judge's calls on them, `judge_usd` the judge's part."""
     return status_report(run_dir, damaged).rows
 
 
 def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> StatusReport:
     """The per-model rows, the per-partition rows and the run's spend, from one pass over the shards."""
     run_dir = Path(run_dir)
-    spent: dict[tuple[str, str], float] = defaultdict(float)
+    spent = SpendTally()
+    failed = ErrorTally()
     # Prompt tokens paid for, those the providers' prefix caches served, and the dollars that saved.
     prompt: dict[tuple[str, str], int] = defaultdict(int)
     cached: dict[tuple[str, str], int] = defaultdict(int)
@@ -137,17 +159,18 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
     newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = {}
     for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
         rec = sl.record()
+        failed.add(rec)
         entry: tuple[tuple[str, str], bool, str | None, str | None]
-        group = (str(rec.get("model")), str(rec.get("benchmark")))
+        group = group_of(rec)
         judge = rec.get("judge") if sl.kind != "generation" else None
         judge = None if judge is None else str(judge)
         if sl.kind == "verdict":
             verdict_error = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
             entry = (group, verdict_error, str(rec.get("instance_id")), judge)
         else:
+            spent.add(rec)
             cost = rec.get("cost_usd")
             if isinstance(cost, int | float):
-                spent[group] += float(cost)
                 by_writer[writers[sl.file_no]] += float(cost)
                 if judge is not None:
                     judge_spent[judge] += float(cost)
@@ -176,7 +199,7 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
         if not panel or panel <= by:
             done[group].add(instance)
     planned = _planned(run_dir)
-    groups = sorted(set(planned) | set(spent) | set(done) | set(errors))
+    groups = sorted(set(planned) | set(spent.groups) | set(done) | set(errors))
     rows = [
         {
             "model": m,
@@ -184,10 +207,10 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
             "planned": planned.get((m, b)),
             "done": len(done.get((m, b), ())),
             "errors": errors.get((m, b), 0),
-            "spent_usd": round(spent.get((m, b), 0.0), 10),
+            **spent.fields((m, b)),
             "input_tokens": prompt.get((m, b), 0),
             "cached_tokens": cached.get((m, b), 0),
-            "cache_saved_usd": round(saved.get((m, b), 0.0), 10),
+            "cache_saved_usd": round(saved.get((m, b), 0.0), SPEND_DECIMALS),
         }
         for m, b in groups
     ]
@@ -200,11 +223,12 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
             "done": judged[label][0],
             "errors": judged[label][1],
             "calls": judged[label][2],
-            "spent_usd": round(judge_spent.get(label, 0.0), 10),
+            "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
         }
         for label in sorted(set(judged) | set(judge_spent), key=natural_key)
     ]
-    return StatusReport(rows, partitions, round(sum(by_writer.values()), 10), shared, judges)
+    total = round(sum(by_writer.values()), SPEND_DECIMALS)
+    return StatusReport(rows, partitions, total, failed.by_kind(), shared, judges)
 
 
 def _partitions(

@@ -6,6 +6,7 @@ Everything that can be wrong with the config or the data is found before the run
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import sys
@@ -35,6 +36,7 @@ from ifsweep.runner.manifest import (
     relabel_legacy_judge,
     write_manifest,
 )
+from ifsweep.runner.outcomes import ErrorTally, SpendTally, errors_message
 from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.progress import ProgressState, run_progress
 from ifsweep.runner.reading import SweepPlan
@@ -74,6 +76,14 @@ class SweepResult:
     errors: int
     spent_usd: float
     message: str = ""
+    # Pairs that ended in error, by why: an answer's error kind ("context_length", "timeout", ...) or
+    # "judge:KIND" when a judge call failed. A sweep with any is "failed" (exit 1): run it again to retry.
+    errors_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned pair is done, none in error."""
+        return self.status == "complete"
 
     @property
     def exit_code(self) -> int:
@@ -174,11 +184,14 @@ async def run_sweep(
     state: ProgressState | None = None  # set once the counters and budget exist (see the cancel path)
     started = time.time()
     try:
+        tally = SpendTally()
         if cfg.run.coordinator is None:
-            spent = _already_spent(store)
+            spent = _already_spent(store, tally)
         else:
             coordinator, baseline = await join_coordinator(cfg.run.coordinator, run_dir, writer_id)
             spent = spend_totals(baseline)
+            _already_spent(store, tally)
+        store.on_append = tally.add
         budget = _budget(cfg, spent, coordinator)
 
         keep: Keep = None
@@ -241,6 +254,7 @@ async def run_sweep(
                             run_dir,
                             counters,
                             budget,
+                            tally,
                             started,
                             writer_id,
                             trim,
@@ -282,6 +296,9 @@ async def run_sweep(
                 check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
             except IncompleteVerdicts as e:
                 status, message = "failed", str(e)
+        errors = sum(c.errors for c in counters.values())
+        if status == "complete" and errors:
+            status = "failed"  # said below, once the kinds are counted
         try:
             store.flush()
         except DiskFullError as e:
@@ -289,9 +306,14 @@ async def run_sweep(
         if coordinator is not None and not await coordinator.close():
             print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
         result = _result(status, counters, budget.spent_usd, message)
+        if errors:
+            by_kind = _errors_by_kind(store, cfg, work, keep)
+            told = errors_message(errors, by_kind)
+            said = f"{result.message}; {told}" if result.message else told
+            result = dataclasses.replace(result, errors_by_kind=by_kind, message=said)
         try:
             write_summary(
-                run_dir, result.status, result, counters, budget, started, writer_id, state, shared_at
+                run_dir, result.status, result, counters, tally, started, writer_id, state, shared_at
             )
         except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
             print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
@@ -301,7 +323,7 @@ async def run_sweep(
         # and let the cancellation go on. Before the progress state exists (while joining the
         # coordinator) nothing was sent, so there is nothing to summarize.
         if state is not None:
-            _note_cancelled(store, run_dir, counters, budget, started, writer_id, state)
+            _note_cancelled(store, run_dir, counters, budget, tally, started, writer_id, state)
         raise
     finally:
         if coordinator is not None:
@@ -309,6 +331,18 @@ async def run_sweep(
                 await coordinator.close()  # a no-op if closed above; else its holds go at once
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
             store.close()
+
+
+def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dict[str, int]:
+    """Why this sweep's pairs in error failed, from what is stored: one pass over the records, made
+    only when some pair failed (a clean resume never pays for it)."""
+    tally = ErrorTally()
+    for rec in store.iter_records({"generation", "judgment", "verdict"}):
+        tally.add(rec)
+    planned = {
+        (s.label, job.cfg.label, inst.instance_id) for s, job, inst in all_pairs(work, cfg.models, keep)
+    }
+    return tally.by_kind(planned.__contains__)
 
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
@@ -431,12 +465,14 @@ def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator
     return budget
 
 
-def _already_spent(store: Any) -> tuple[float, dict[str, float]]:
-    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent."""
+def _already_spent(store: Any, tally: SpendTally) -> tuple[float, dict[str, float]]:
+    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent; each
+    record also goes into `tally` (the summary's per-(model, benchmark) spend)."""
     total = 0.0
     by: dict[str, float] = {}
     # Every stored call was paid for, superseded error records included.
     for rec in store.iter_records({"generation", "judgment"}):
+        tally.add(rec)
         label, cost = record_spend(rec)
         total += cost
         if label is not None:
@@ -449,6 +485,7 @@ def _note_cancelled(
     run_dir: Path,
     counters: dict[tuple[str, str], Counters],
     budget: Any,
+    tally: SpendTally,
     started: float,
     writer_id: str,
     state: ProgressState,
@@ -458,7 +495,7 @@ def _note_cancelled(
     try:
         store.flush()
         result = _result("interrupted", counters, budget.spent_usd, message)
-        write_summary(run_dir, result.status, result, counters, budget, started, writer_id, state)
+        write_summary(run_dir, result.status, result, counters, tally, started, writer_id, state)
     except OSError as e:  # a full disk: the shards, not the summary, are what resume reads
         print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
 
@@ -480,6 +517,7 @@ async def _write_summary_every(
     run_dir: Path,
     counters: dict[tuple[str, str], Counters],
     budget: Any,
+    tally: SpendTally,
     started: float,
     writer_id: str = "main",
     trim: Callable[[], None] | None = None,
@@ -489,7 +527,7 @@ async def _write_summary_every(
     while True:
         await anyio.sleep(SUMMARY_EVERY_S)
         result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, budget, started, state, coordinator)
+        data = summary_bytes("running", result, counters, tally, started, state, coordinator)
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
         await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
@@ -502,7 +540,7 @@ def write_summary(
     status: str,
     result: SweepResult,
     counters: dict[tuple[str, str], Counters],
-    budget: Any,
+    tally: SpendTally,
     started: float,
     writer_id: str = "main",
     state: ProgressState | None = None,
@@ -511,7 +549,7 @@ def write_summary(
     """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
     atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
     `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
-    data = summary_bytes(status, result, counters, budget, started, state, coordinator)
+    data = summary_bytes(status, result, counters, tally, started, state, coordinator)
     atomic_write(run_dir / summary_name(writer_id), data)
 
 
@@ -519,17 +557,22 @@ def summary_bytes(
     status: str,
     result: SweepResult,
     counters: dict[tuple[str, str], Counters],
-    budget: Any,
+    tally: SpendTally,
     started: float,
     state: ProgressState | None = None,
     coordinator: str | None = None,
 ) -> bytes:
+    """`spent_usd` at the top is every call this run directory paid for (the shared ledger's total
+    under a coordinator); each by_model row's `spent_usd` is that (model, benchmark)'s answers plus
+    its judge calls, `judge_usd` the judge calls alone: the figures `ifsweep status` computes."""
     body: dict[str, Any] = {
         "status": status,
+        "complete": status == "complete",
         "message": result.message,
         "planned": result.planned,
         "done": result.done,
         "errors": result.errors,
+        "errors_by_kind": dict(result.errors_by_kind),
         "spent_usd": result.spent_usd,
         "started_at": started,
         "updated_at": time.time(),
@@ -541,7 +584,7 @@ def summary_bytes(
                 "done": c.done,
                 "errors": c.errors,
                 "calls": c.calls + c.judge_calls,
-                "spent_usd": budget.spent_by(model),
+                **tally.fields((model, bench)),
             }
             for (model, bench), c in sorted(counters.items())
         ],

@@ -46,6 +46,7 @@ class FaultRates:
 
 
 FAULT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(FaultRates))
+CONTEXT_STYLES = ("openai", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,10 @@ class SimConfig:
     burst_s: float = 2.0
     send_retry_after: bool = True  # Retry-After and retry-after-ms on limit 429s
     send_ratelimit_headers: bool = True  # x-ratelimit-* on every response when a limit is set
+    # Prompts longer than this many tokens are refused with a 400, as a server with that context
+    # would; served as /props n_ctx (llama.cpp) and max_model_len in /v1/models (vLLM). None: no limit.
+    context_window: int | None = None
+    context_style: str = "openai"  # the 400's shape: "openai" (OpenAI / vLLM) or "llamacpp"
     faults: FaultRates = field(default_factory=FaultRates)
     seed: int = 0
     hang_s: float = 3600.0
@@ -98,6 +103,19 @@ class SimConfig:
                 raise ValueError(f"SimConfig.{name}: expected a positive int or None, got {limit!r}")
         if not self.burst_s > 0:
             raise ValueError(f"SimConfig.burst_s: must be > 0, got {self.burst_s!r}")
+        if self.context_window is not None and (
+            isinstance(self.context_window, bool)
+            or not isinstance(self.context_window, int)
+            or self.context_window <= 0
+        ):
+            raise ValueError(
+                f"SimConfig.context_window: expected a positive int or None, got {self.context_window!r}"
+            )
+        if self.context_style not in CONTEXT_STYLES:
+            raise ValueError(
+                f"SimConfig.context_style: expected one of {', '.join(CONTEXT_STYLES)}, "
+                f"got {self.context_style!r}"
+            )
         if self.hang_s < 0:
             raise ValueError(f"SimConfig.hang_s: must be >= 0, got {self.hang_s!r}")
         if not isinstance(self.faults, FaultRates):

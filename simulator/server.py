@@ -27,7 +27,7 @@ import orjson
 from aiohttp import web
 
 from ifsweep.simulator.batch import BatchAPI
-from ifsweep.simulator.config import FAULT_NAMES, BatchSettings, FaultRates, SimConfig
+from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
@@ -118,6 +118,7 @@ class Simulator:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self.batches.add_routes(app)
+        app.router.add_get("/props", self._props)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -184,8 +185,52 @@ class Simulator:
 
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
-        data = [{"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator"} for n in names]
+        window = self._config.context_window
+        vllm = window is not None and self._config.context_style == "openai"
+        extra = {"max_model_len": window} if vllm else {}  # as vLLM reports its window
+        data = [
+            {"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator", **extra}
+            for n in names
+        ]
         return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
+
+    async def _props(self, request: web.Request) -> web.Response:
+        # llama.cpp's GET /props: the context each slot has (one slot here). Only a llama.cpp-style
+        # server has it; the others answer 404, as vLLM does.
+        if self._config.context_style != "llamacpp":
+            return self._json(404, error_body("Not Found", "not_found_error"))
+        settings = {"n_ctx": self._config.context_window or 0}
+        body = {"default_generation_settings": settings, "total_slots": 1}
+        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+
+    def _over_context(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 400 a server with this context window answers a prompt too long for it, or None."""
+        config = self._config
+        window = config.context_window
+        if window is None:
+            return None
+        if config.context_style == "llamacpp":
+            if n_prompt <= window:
+                return None
+            self._stats.faults["context_length"] += 1
+            error = {
+                "code": 400,
+                "message": "the request exceeds the available context size, try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": n_prompt,
+                "n_ctx": window,
+            }
+            return self._json(400, {"error": error})
+        wanted = n_prompt + (max_tokens or 0)
+        if wanted <= window:
+            return None
+        self._stats.faults["context_length"] += 1
+        message = (
+            f"This model's maximum context length is {window} tokens. However, you requested {wanted} "
+            f"tokens ({n_prompt} in the messages, {max_tokens or 0} in the completion). Please reduce the "
+            "length of the messages or completion."
+        )
+        return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         stats = self._stats
@@ -218,6 +263,9 @@ class Simulator:
         error_status = self._faults.server_status() if fault == "server_error" else 0
 
         n_prompt = prompt_tokens(messages)
+        too_long = self._over_context(n_prompt, max_tokens)
+        if too_long is not None:
+            return too_long
         # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
         admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
         if not admission.admitted:
@@ -529,6 +577,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--jitter-ms", type=float, default=0.0)
     p.add_argument("--rpm", type=int, default=None)
     p.add_argument("--tpm", type=int, default=None)
+    p.add_argument("--context-window", type=int, default=None, help="refuse longer prompts with a 400")
+    p.add_argument("--context-style", choices=CONTEXT_STYLES, default="openai", help="that 400's shape")
     p.add_argument("--burst-s", type=float, default=2.0)
     p.add_argument("--no-retry-after", action="store_true", help="send no Retry-After on limit 429s")
     p.add_argument("--no-ratelimit-headers", action="store_true", help="send no x-ratelimit-* headers")
@@ -553,6 +603,8 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         jitter_ms=args.jitter_ms,
         rpm=args.rpm,
         tpm=args.tpm,
+        context_window=args.context_window,
+        context_style=args.context_style,
         burst_s=args.burst_s,
         send_retry_after=not args.no_retry_after,
         send_ratelimit_headers=not args.no_ratelimit_headers,

@@ -88,7 +88,8 @@ def test_cap_binds_mid_run_then_a_higher_cap_resumes_without_rebuying(
 def test_a_models_own_cap_stops_only_that_model(tmp_path: Path, sim: SimulatorThread) -> None:
     code, full = run(tmp_path / "full.toml", sweep(tmp_path / "full", sim.base_url, max_usd=None))
     assert code == 0
-    spent_a = sum(r["spent_usd"] for r in full["by_model"] if r["model"] == "a")
+    # A model's cap counts its own answers; each row's spent_usd adds the judge's calls on them.
+    spent_a = sum(r["spent_usd"] - r["judge_usd"] for r in full["by_model"] if r["model"] == "a")
     assert spent_a > 0
     cap_a = spent_a / 3
     extra = {"a": f"{PRICE}\nmax_usd = {cap_a!r}"}
@@ -100,7 +101,7 @@ def test_a_models_own_cap_stops_only_that_model(tmp_path: Path, sim: SimulatorTh
     rows = {r["model"]: r for r in s["by_model"]}
     assert rows["b"]["done"] == rows["b"]["planned"] == 12  # the other model ran to the end
     assert 0 < rows["a"]["done"] < 12
-    assert rows["a"]["spent_usd"] <= cap_a
+    assert rows["a"]["spent_usd"] - rows["a"]["judge_usd"] <= cap_a
 
 
 def test_a_cap_without_a_known_price_refuses_to_start(
