@@ -63,6 +63,9 @@ class SimConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     seed: int = 0
     hang_s: float = 3600.0
+    # Share of judge requests answered with text copied from the request (simulator/judges.py): how a
+    # weak judge fails, for testing echo-proof parsing and re-asks.
+    judge_echo: float = 0.0
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.jitter_ms < 0:
@@ -75,6 +78,8 @@ class SimConfig:
                 raise ValueError(f"SimConfig.{name}: expected a positive int or None, got {limit!r}")
         if not self.burst_s > 0:
             raise ValueError(f"SimConfig.burst_s: must be > 0, got {self.burst_s!r}")
+        if not 0.0 <= self.judge_echo <= 1.0:
+            raise ValueError(f"SimConfig.judge_echo: rate must be in [0, 1], got {self.judge_echo!r}")
         if self.hang_s < 0:
             raise ValueError(f"SimConfig.hang_s: must be >= 0, got {self.hang_s!r}")
         if not isinstance(self.faults, FaultRates):

@@ -288,7 +288,7 @@ class Simulator:
         canonical: bytes,
         fault: str | None,
     ) -> dict[str, Any]:
-        reply = answer(model, messages, max_tokens, self._config.seed, self._judges)
+        reply = answer(model, messages, max_tokens, self._config.seed, self._judges, self._config.judge_echo)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         choice: dict[str, Any] = {
             "index": 0,
@@ -481,6 +481,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hang-s", type=float, default=3600.0)
     p.add_argument(
+        "--judge-echo",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="share of judge requests answered with text copied from the request (an unparsable reply)",
+    )
+    p.add_argument(
         "--fault",
         type=_fault_arg,
         action="append",
@@ -503,6 +510,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         faults=FaultRates(**dict(args.fault)),
         seed=args.seed,
         hang_s=args.hang_s,
+        judge_echo=args.judge_echo,
     )
 
 
