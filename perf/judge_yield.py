@@ -8,6 +8,7 @@ does not parse is re-asked three ways, each from the same state:
   follow-up the unparsed reply as an assistant turn, then REASK_LEAD and the benchmark's format rule
             (JudgeTask.messages_for_ask: what the runner sends now), temperature 0
   sampled   the identical request at temperature 0.8 with a fixed seed
+  follow-up sampled  the follow-up at temperature 0.8 with a fixed seed
 Printed per benchmark: the parsed share of first replies; per protocol how many of the unparsed became
 parsed (and how many resends were byte-identical to the first reply); parsed replies that are copies of
 prompt text (every line of them occurs in what was sent: must be 0); and the share of prompt tokens the
@@ -41,7 +42,7 @@ sys.path.insert(0, str(TESTS))
 import llamaserver  # noqa: E402  (test helpers: the same server the real-model tier runs)
 import realmodel  # noqa: E402
 
-PROTOCOLS = ("resend", "follow-up", "sampled")
+PROTOCOLS = ("resend", "follow-up", "sampled", "follow-up sampled")
 BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
 
 
@@ -164,6 +165,7 @@ def run_bench(
                     "resend": (sent, 0.0),
                     "follow-up": (task.messages_for_ask(turn, earlier, (first.text,)), 0.0),
                     "sampled": (sent, 0.8),
+                    "follow-up sampled": (task.messages_for_ask(turn, earlier, (first.text,)), 0.8),
                 }
                 for protocol, (messages, temperature) in tries.items():
                     again = chat(base, messages, judge_tokens, temperature)
