@@ -11,8 +11,9 @@ does not parse is re-asked three ways, each from the same state:
   follow-up sampled  the follow-up at temperature 0.8 with a fixed seed
 Printed per benchmark: the parsed share of first replies; per protocol how many of the unparsed became
 parsed (and how many resends were byte-identical to the first reply); parsed replies that are copies of
-prompt text (every line of them occurs in what was sent: must be 0); and the share of prompt tokens the
-server reports as cached (`timings.cache_n`, or `usage.prompt_tokens_details.cached_tokens`).
+prompt text (every line occurs in what was sent, and the text is longer than a bare answer such as "YES":
+must be 0); and the share of prompt tokens the server reports as cached (`timings.cache_n`, or
+`usage.prompt_tokens_details.cached_tokens`).
 
     python perf/judge_yield.py                 # 12 first judge asks per benchmark
     python perf/judge_yield.py --asks 20 --judge-max-tokens 96
@@ -44,6 +45,7 @@ import realmodel  # noqa: E402
 
 PROTOCOLS = ("resend", "follow-up", "sampled", "follow-up sampled")
 BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
+COPY_MIN_CHARS = 12
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Tally:
     recovered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PROTOCOLS, 0))
     resend_identical: int = 0
     parsed_copies: int = 0
+    copies: list[str] = field(default_factory=list)
     prompt_tokens: dict[str, int] = field(default_factory=dict)
     cached_tokens: dict[str, int] = field(default_factory=dict)
     cache_reported: int = 0
@@ -72,6 +75,7 @@ class Tally:
         self.unparsed += o.unparsed
         self.resend_identical += o.resend_identical
         self.parsed_copies += o.parsed_copies
+        self.copies += o.copies
         self.cache_reported += o.cache_reported
         self.calls += o.calls
         for k, v in o.recovered.items():
@@ -116,7 +120,10 @@ def is_copy(reply: str, sent: Sequence[Message]) -> bool:
     """Every non-empty line of `reply` occurs verbatim in what was sent: an independent check (plain
     substrings, no normalisation) of the echo detector in benchmarks/_echo.py."""
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    return bool(lines) and all(any(line in m.content for m in sent) for line in lines)
+    # A bare answer ("YES", "['NO']") occurs in most prompts; a copy is text longer than that.
+    return sum(map(len, lines)) >= COPY_MIN_CHARS and all(
+        any(line in m.content for m in sent) for line in lines
+    )
 
 
 def judged_instances(bench: Benchmark) -> Iterator[Instance]:
@@ -156,7 +163,9 @@ def run_bench(
             t.count_cache("first", first)
             t.first += 1
             parsed = bench.parse(inst, task, turn, first.text, "paper").parsed
-            t.parsed_copies += parsed and is_copy(first.text, sent)
+            if parsed and is_copy(first.text, sent):
+                t.parsed_copies += 1
+                t.copies.append(first.text)
             if parsed:
                 t.first_parsed += 1
             else:
@@ -172,7 +181,9 @@ def run_bench(
                     t.count_cache(protocol, again)
                     ok = bench.parse(inst, task, turn, again.text, "paper").parsed
                     t.recovered[protocol] += ok
-                    t.parsed_copies += ok and is_copy(again.text, messages)
+                    if ok and is_copy(again.text, messages):
+                        t.parsed_copies += 1
+                        t.copies.append(again.text)
                     if protocol == "resend":
                         t.resend_identical += again.text == first.text
             earlier = (*earlier, first.text)
@@ -232,6 +243,9 @@ def main() -> int:
         cells += [share(t.recovered[p], t.unparsed) for p in PROTOCOLS]
         cells += [share(t.resend_identical, t.unparsed), str(t.parsed_copies)]
         print("| " + " | ".join(cells) + " |")
+    for name, t in results.items():
+        for text in t.copies:
+            print(f"{name}: a parsed reply made of prompt text: {text!r}")
     print("\ncached prompt tokens (server-reported) / prompt tokens, by kind of judge call:")
     for name, t in results.items():
         kinds = ", ".join(f"{k} {share(t.cached_tokens.get(k, 0), n)}" for k, n in t.prompt_tokens.items())

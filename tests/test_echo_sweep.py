@@ -78,6 +78,10 @@ def test_reference_mode_keeps_the_references_reading(tmp_path: Path, echoing: Si
 def test_reasks_are_follow_ups_that_recover_unparsed_replies(tmp_path: Path) -> None:
     with SimulatorThread(SimConfig(seed=2, judge_echo=0.5)) as sim:
         out = _sweep(tmp_path, sim.base_url, reask=2)
+        sent = sim.stats.requests
+        # resume is exact: every follow-up's key covers what it sent, so a rerun sends nothing
+        assert main(["run", str(tmp_path / "sweep.toml")]) == 0
+        assert sim.stats.requests == sent
     judgments = stored_records(out, {"judgment"})
     by_ask = Counter(j["ask"] for j in judgments)
     assert by_ask[0] > by_ask[1] > 0

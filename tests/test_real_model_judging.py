@@ -28,6 +28,7 @@ pytestmark = pytest.mark.real_model
 # Small: FollowBench's first fixture instances are judged, InFoBench asks a conversation of questions.
 LIMITS = {"followbench": 4, "infobench": 1}
 SERVED = "openai/smollm2-135m-instruct"
+COPY_MIN_CHARS = 12
 
 
 def _config(out: Path, api_base: str) -> str:
@@ -80,7 +81,10 @@ def _sent_texts(run_dir: Path) -> dict[tuple[str, str], list[str]]:
 
 def _is_copy(reply: str, sent: list[str]) -> bool:
     lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    return bool(lines) and all(any(line in text for text in sent) for line in lines)
+    # A bare answer ("YES", "['NO']") occurs in most prompts; a copy is text longer than that.
+    return sum(map(len, lines)) >= COPY_MIN_CHARS and all(
+        any(line in text for text in sent) for line in lines
+    )
 
 
 def test_no_reply_copied_from_the_prompt_counts_as_a_verdict(run_dir: Path) -> None:
