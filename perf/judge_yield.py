@@ -10,9 +10,9 @@ does not parse is re-asked three ways, each from the same state:
   sampled   the identical request at temperature 0.8 with a fixed seed
   follow-up sampled  the follow-up at temperature 0.8 with a fixed seed
 Printed per benchmark: the parsed share of first replies; per protocol how many of the unparsed became
-parsed (and how many resends were byte-identical to the first reply); parsed replies that are copies of
-prompt text (every line occurs in what was sent, and the text is longer than a bare answer such as "YES":
-must be 0); and the share of prompt tokens the server reports as cached (`timings.cache_n`, or
+parsed (and how many resends were byte-identical to the first reply); parsed replies whose verdict rests
+on copied prompt text (it changes when the lines found verbatim in what was sent are taken out: must be
+0); and the share of prompt tokens the server reports as cached (`timings.cache_n`, or
 `usage.prompt_tokens_details.cached_tokens`).
 
     python perf/judge_yield.py                 # 12 first judge asks per benchmark
@@ -116,14 +116,15 @@ def chat(base: str, messages: Sequence[Message], max_tokens: int, temperature: f
     return Call(data["choices"][0]["message"].get("content") or "", prompt, cached)
 
 
-def is_copy(reply: str, sent: Sequence[Message]) -> bool:
-    """Every non-empty line of `reply` occurs verbatim in what was sent: an independent check (plain
-    substrings, no normalisation) of the echo detector in benchmarks/_echo.py."""
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    # A bare answer ("YES", "['NO']") occurs in most prompts; a copy is text longer than that.
-    return sum(map(len, lines)) >= COPY_MIN_CHARS and all(
-        any(line in m.content for m in sent) for line in lines
-    )
+def without_copies(reply: str, sent: Sequence[Message]) -> str:
+    """`reply` without its lines that occur verbatim in what was sent (plain substrings, independent of
+    benchmarks/_echo.py); lines shorter than COPY_MIN_CHARS stay, as a bare "YES" occurs in most prompts."""
+    kept = [
+        line
+        for line in reply.splitlines()
+        if len(line.strip()) < COPY_MIN_CHARS or not any(line.strip() in m.content for m in sent)
+    ]
+    return "\n".join(kept)
 
 
 def judged_instances(bench: Benchmark) -> Iterator[Instance]:
@@ -162,8 +163,12 @@ def run_bench(
             first = chat(base, sent, judge_tokens)
             t.count_cache("first", first)
             t.first += 1
-            parsed = bench.parse(inst, task, turn, first.text, "paper").parsed
-            if parsed and is_copy(first.text, sent):
+            values = bench.parse(inst, task, turn, first.text, "paper").values
+            parsed = values is not None
+            if (
+                parsed
+                and values != bench.parse(inst, task, turn, without_copies(first.text, sent), "paper").values
+            ):
                 t.parsed_copies += 1
                 t.copies.append(first.text)
             if parsed:
@@ -179,9 +184,12 @@ def run_bench(
                 for protocol, (messages, temperature) in tries.items():
                     again = chat(base, messages, judge_tokens, temperature)
                     t.count_cache(protocol, again)
-                    ok = bench.parse(inst, task, turn, again.text, "paper").parsed
-                    t.recovered[protocol] += ok
-                    if ok and is_copy(again.text, messages):
+                    got = bench.parse(inst, task, turn, again.text, "paper").values
+                    t.recovered[protocol] += got is not None
+                    alone = bench.parse(
+                        inst, task, turn, without_copies(again.text, messages), "paper"
+                    ).values
+                    if got is not None and got != alone:
                         t.parsed_copies += 1
                         t.copies.append(again.text)
                     if protocol == "resend":
@@ -245,7 +253,7 @@ def main() -> int:
         print("| " + " | ".join(cells) + " |")
     for name, t in results.items():
         for text in t.copies:
-            print(f"{name}: a parsed reply made of prompt text: {text!r}")
+            print(f"{name}: a verdict read from copied prompt text: {text!r}")
     print("\ncached prompt tokens (server-reported) / prompt tokens, by kind of judge call:")
     for name, t in results.items():
         kinds = ", ".join(f"{k} {share(t.cached_tokens.get(k, 0), n)}" for k, n in t.prompt_tokens.items())

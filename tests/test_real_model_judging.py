@@ -1,10 +1,11 @@
 """The real-model tier, judging: SmolLM2-135M as judge echoes its prompts (issue 11). In paper mode no
 reply made of prompt text may count as a verdict, and a re-ask must be a follow-up, not the same request.
 
-What must hold whatever the model says: every judge reply that parsed has a line of its own (not every
-line occurs in what the judge was sent: checked here by plain substrings, independently of
-benchmarks/_echo.py); every re-ask sent the server a longer prompt than the ask it follows (the unparsed
-reply and the format rule were added), as the server's own prompt token count shows.
+What must hold whatever the model says: every judge reply that parsed gives the same verdict with its
+lines copied from the prompt taken out (copies found by plain substrings, independently of
+benchmarks/_echo.py), so no copied text decided it; every re-ask sent the server a longer prompt than the
+ask it follows (the unparsed reply and the format rule were added), as the server's own prompt token
+count shows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from llamaserver import LlamaServer
 from sweeps import stored_records
 
 from ifsweep import benchmarks
-from ifsweep.benchmarks import Instance
+from ifsweep.benchmarks import Instance, JudgeTask
 from ifsweep.benchmarks.records import reask_message
 from ifsweep.runner.cli import main
 
@@ -63,37 +64,48 @@ def _instances() -> dict[tuple[str, str], Instance]:
     return out
 
 
-def _sent_texts(run_dir: Path) -> dict[tuple[str, str], list[str]]:
-    """Everything a judge of each instance may have been sent, rebuilt from the stored generation."""
+def _plans(run_dir: Path) -> dict[tuple[str, str], tuple[Instance, tuple[JudgeTask, ...]]]:
+    """Each instance's judge tasks, rebuilt from its stored generation: what its judge was sent."""
     gens = {
         (g["benchmark"], g["instance_id"]): g["text"] or "" for g in stored_records(run_dir, {"generation"})
     }
-    out: dict[tuple[str, str], list[str]] = {}
+    out = {}
     for key, inst in _instances().items():
-        plan = benchmarks.get(key[0]).plan(inst, gens[key], "paper")
-        texts = [t.system for t in plan.judge_tasks if t.system]
-        texts += [
-            x for t in plan.judge_tasks for turn in t.turns for x in (turn.user, reask_message(turn).content)
-        ]
-        out[key] = texts
+        out[key] = (inst, benchmarks.get(key[0]).plan(inst, gens[key], "paper").judge_tasks)
     return out
 
 
-def _is_copy(reply: str, sent: list[str]) -> bool:
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
-    # A bare answer ("YES", "['NO']") occurs in most prompts; a copy is text longer than that.
-    return sum(map(len, lines)) >= COPY_MIN_CHARS and all(
-        any(line in text for text in sent) for line in lines
-    )
+def _without_copies(reply: str, task: JudgeTask) -> str:
+    """`reply` without its lines that occur verbatim in what the judge of `task` may have been sent
+    (plain substrings, independent of benchmarks/_echo.py). A bare answer ("YES", "['NO']") occurs in
+    most prompts, so only lines of COPY_MIN_CHARS or more count as copies."""
+    sent = [task.system or ""] + [x for t in task.turns for x in (t.user, reask_message(t).content)]
+    kept = [
+        line
+        for line in reply.splitlines()
+        if len(line.strip()) < COPY_MIN_CHARS or not any(line.strip() in text for text in sent)
+    ]
+    return "\n".join(kept)
 
 
-def test_no_reply_copied_from_the_prompt_counts_as_a_verdict(run_dir: Path) -> None:
-    sent = _sent_texts(run_dir)
+def test_no_verdict_rests_on_text_copied_from_the_prompt(run_dir: Path) -> None:
+    # SmolLM2 echoes its judge prompts (issue 11): a verdict read from a reply must be the same with the
+    # copied lines taken out, or the copy decided it
+    plans = _plans(run_dir)
     judgments = stored_records(run_dir, {"judgment"})
     assert {j["benchmark"] for j in judgments} == set(LIMITS)
-    parsed = [j for j in judgments if j["parse"] == "ok"]
-    copies = [j["text"] for j in parsed if _is_copy(j["text"], sent[(j["benchmark"], j["instance_id"])])]
-    assert not copies, f"prompt text counted as a verdict: {copies[:3]}"
+    resting_on_copies = []
+    for j in judgments:
+        if j["parse"] != "ok":
+            continue
+        inst, tasks = plans[(j["benchmark"], j["instance_id"])]
+        task = next(t for t in tasks if t.task_idx == j["task_idx"])
+        bench = benchmarks.get(j["benchmark"])
+        values = bench.parse(inst, task, j["turn_idx"], j["text"], "paper").values
+        alone = bench.parse(inst, task, j["turn_idx"], _without_copies(j["text"], task), "paper").values
+        if values != alone:
+            resting_on_copies.append((j["instance_id"], j["text"][-160:], values, alone))
+    assert not resting_on_copies, f"prompt text counted as a verdict: {resting_on_copies[:3]}"
 
 
 def test_reasks_are_follow_ups_not_resends(run_dir: Path) -> None:
