@@ -242,7 +242,7 @@ def main() -> int:
         "unparsed",
         *[f"{p} parsed" for p in PROTOCOLS],
         "resend byte-identical",
-        "parsed copies",
+        "verdicts from copies",
     ]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
