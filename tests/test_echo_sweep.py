@@ -165,3 +165,17 @@ def test_a_follow_up_quotes_the_reply_and_the_benchmarks_rule(tmp_path: Path) ->
     assert rows and all(row["status"] == "ok" and row["satisfied"] is False for _, row in rows)
     judgments = stored_records(out, {"judgment"})
     assert {(j["ask"], j["parse"]) for j in judgments} == {(0, "unparsed"), (1, "ok")}
+
+
+def test_judge_echo_is_a_checked_rate_and_a_serve_mock_option(capsys: pytest.CaptureFixture[str]) -> None:
+    from ifsweep.runner.cli import main as cli
+    from ifsweep.simulator.server import _parser, config_from_args
+
+    assert config_from_args(_parser().parse_args(["--judge-echo", "0.25"])).judge_echo == 0.25
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="judge_echo"):
+            SimConfig(judge_echo=bad)
+    with pytest.raises(SystemExit) as done:
+        cli(["serve-mock", "--judge-echo", "2"])
+    assert done.value.code == 2
+    assert "judge_echo" in capsys.readouterr().err
