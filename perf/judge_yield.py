@@ -17,6 +17,7 @@ on copied prompt text (it changes when the lines found verbatim in what was sent
 
     python perf/judge_yield.py                 # 12 first judge asks per benchmark
     python perf/judge_yield.py --asks 20 --judge-max-tokens 96
+    python perf/judge_yield.py --sweep 2       # a real `ifsweep run`: judged rows parsed per benchmark
 """
 
 from __future__ import annotations
@@ -206,18 +207,70 @@ def share(a: int, b: int) -> str:
     return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "0/0"
 
 
+SWEEP_LIMITS = {"followbench": 12, "infobench": 3, "cfbench": 3, "eifbench": 1}
+
+
+def sweep_rows(api_base: str, tmp: Path, reask: int) -> dict[str, dict[str, int]]:
+    """Judge-scored verdict rows by status per benchmark, from a real `ifsweep run` (paper mode)."""
+    from collections import Counter
+
+    from ifsweep.runner.cli import main as cli
+    from ifsweep.runner.shards import RunStore
+
+    out = tmp / "run"
+    endpoint = (
+        f'model = "openai/smollm2"\napi_base = "{api_base}"\n'
+        "params = { temperature = 0, max_tokens = 64 }\n"
+    )
+    lines = ["[run]", f'output_dir = "{out}"', 'progress = "off"', "concurrency = 4", f"reask = {reask}", ""]
+    for name, limit in SWEEP_LIMITS.items():
+        data = benchmarks.get(name).fixture_dir()
+        lines += ["[[benchmarks]]", f'name = "{name}"', f'data = "{data}"', f"limit = {limit}", ""]
+    lines += ["[[models]]", 'id = "smollm2"', endpoint, "[judge]", 'id = "smollm2-judge"', endpoint]
+    (tmp / "sweep.toml").write_text("\n".join(lines))
+    cli(["run", str(tmp / "sweep.toml")])
+    store = RunStore.open(out, writer_id="judge_yield")
+    try:
+        counts: dict[str, Counter[str]] = {}
+        for v in store.iter_records({"verdict"}):
+            for row in v["rows"]:
+                if row["source"] == "judge":
+                    counts.setdefault(v["benchmark"], Counter())[row["status"]] += 1
+    finally:
+        store.close()
+    return {name: dict(c) for name, c in counts.items()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--asks", type=int, default=12, help="first judge asks per benchmark")
     p.add_argument("--gen-max-tokens", type=int, default=64)
     p.add_argument("--judge-max-tokens", type=int, default=64)
     p.add_argument("--bench", action="append", choices=BENCHES, help="repeatable; default all four")
+    p.add_argument(
+        "--sweep",
+        type=int,
+        metavar="REASK",
+        help="instead: one `ifsweep run` over the fixtures with this reask; judged rows by status",
+    )
     args = p.parse_args()
     paths = realmodel.expected_paths()
     if not (paths.server.is_file() and paths.gguf.is_file()):
         print(f"llama-server or the model is missing; {realmodel.BUILD_HINT}", file=sys.stderr)
         return 2
     started = time.monotonic()
+    if args.sweep is not None:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            llamaserver.running(
+                paths.server, paths.gguf, Path(tmp) / "server.log", llamaserver.ServerShape()
+            ) as server,
+        ):
+            rows = sweep_rows(server.api_base, Path(tmp), args.sweep)
+        print(f"ifsweep run, paper mode, reask = {args.sweep}: {time.monotonic() - started:.0f} s")
+        for name, c in rows.items():
+            print(f"  {name}: judged rows parsed {share(c.get('ok', 0), sum(c.values()))}; {c}")
+        return 0
     results: dict[str, Tally] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
