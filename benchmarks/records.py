@@ -51,12 +51,24 @@ class Instance:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+# The first line of every re-ask follow-up (our own wording). The simulator recognises a follow-up by it.
+REASK_LEAD = "Your reply above could not be read: it is not in the required format."
+_REASK_DEFAULT_RULE = "Answer the request above again, in exactly the output format it asks for."
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeTurn:
-    """One user message to the judge, and which constraints its reply decides (in reply order)."""
+    """One user message to the judge, and which constraints its reply decides (in reply order).
+    `reask`: the benchmark's own format rule, quoted in the follow-up sent after an unparsed reply."""
 
     user: str
     constraint_idxs: tuple[int, ...]
+    reask: str | None = None
+
+
+def reask_message(turn: JudgeTurn) -> Message:
+    """The user message that follows an unparsed reply to `turn`: the lead, then the format rule."""
+    return Message("user", f"{REASK_LEAD}\n\n{turn.reask or _REASK_DEFAULT_RULE}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,17 @@ class JudgeTask:
             out.append(Message("user", self.turns[i].user))
             out.append(Message("assistant", earlier_replies[i]))
         out.append(Message("user", self.turns[turn_idx].user))
+        return tuple(out)
+
+    def messages_for_ask(
+        self, turn_idx: int, earlier_replies: tuple[str, ...], unparsed: tuple[str, ...]
+    ) -> tuple[Message, ...]:
+        """Ask `len(unparsed)` of a turn: the turn's messages, then each unparsed reply to it followed by
+        the re-ask follow-up, so the judge sees what it answered and the rule it missed."""
+        out = list(self.messages_for_turn(turn_idx, earlier_replies))
+        follow_up = reask_message(self.turns[turn_idx])
+        for reply in unparsed:
+            out += [Message("assistant", reply), follow_up]
         return tuple(out)
 
 

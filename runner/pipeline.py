@@ -350,10 +350,14 @@ class Pipeline:
         out: dict[int, tuple[bool | None, str, str]] = {}
         replies: list[str] = []
         for turn_idx, turn in enumerate(task.turns):
-            messages = task.messages_for_turn(turn_idx, tuple(replies))
             outcome: TurnOutcome | None = None
             reply = ""
+            unparsed: list[str] = []
             for ask in range(job.cfg.reask + 1):
+                # A re-ask is a follow-up, not the same request again (at temperature 0 that mostly gets
+                # the same reply): the unparsed replies, each followed by the benchmark's format rule
+                # (docs/design/reask.md). The key covers exactly what is sent, so resume stays exact.
+                messages = task.messages_for_ask(turn_idx, tuple(replies), tuple(unparsed))
                 key = self._judge_key(judge, messages, ask)
                 rec = self._cached(key)
                 fresh = rec is None
@@ -394,6 +398,7 @@ class Pipeline:
                 if outcome.parsed:
                     break
                 c.unparsed += 1
+                unparsed.append(reply)
             assert outcome is not None
             idxs = turn.constraint_idxs
             if outcome.values is None:

@@ -91,6 +91,9 @@ class SimConfig:
     # and report them in usage.prompt_tokens_details.cached_tokens, as OpenAI does.
     prefix_cache: bool = True
     batch: BatchSettings = field(default_factory=BatchSettings)
+    # Share of judge requests answered with text copied from the request (simulator/judges.py): how a
+    # weak judge fails, for testing echo-proof parsing and re-asks.
+    judge_echo: float = 0.0
 
     def __post_init__(self) -> None:
         if self.latency_ms < 0 or self.jitter_ms < 0:
@@ -116,6 +119,8 @@ class SimConfig:
                 f"SimConfig.context_style: expected one of {', '.join(CONTEXT_STYLES)}, "
                 f"got {self.context_style!r}"
             )
+        if not 0.0 <= self.judge_echo <= 1.0:
+            raise ValueError(f"SimConfig.judge_echo: rate must be in [0, 1], got {self.judge_echo!r}")
         if self.hang_s < 0:
             raise ValueError(f"SimConfig.hang_s: must be >= 0, got {self.hang_s!r}")
         if not isinstance(self.faults, FaultRates):

@@ -7,7 +7,11 @@ A judge model's name may set how it departs from that verdict, for tests of a pa
 `-flip0.2` in the name turns each verdict over with probability 0.2 (drawn by hash of the model name,
 the decision key and the judged text: deterministic, and independent between judges of different
 names); `-garble0.1` answers one judge request in ten with text no benchmark parses. Judges without
-either agree with each other exactly."""
+either agree with each other exactly.
+
+A re-ask follow-up (benchmarks.records.REASK_LEAD after the judge's own reply) is answered as the request
+it follows. With `echo` > 0 that share of judge requests, drawn per request, gets a reply copied from the
+request instead (the way a weak real judge fails): an identical resend draws the same, a follow-up anew."""
 
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ from typing import Any, cast
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, Message
-from ifsweep.benchmarks.records import Role
-from ifsweep.simulator.text import decide, message_text, read_quality, unit
+from ifsweep.benchmarks.records import REASK_LEAD, Role
+from ifsweep.simulator.text import decide, echo_reply, message_text, read_quality, unit
 
 __all__ = ["GARBLED_REPLY", "Judges", "judge_flaws"]
 
@@ -47,12 +51,30 @@ class Judges:
     def names(self) -> tuple[str, ...]:
         return tuple(b.name for b in self._benches)
 
-    def reply(self, messages: Sequence[Mapping[str, Any]], seed: int, model: str = "") -> str | None:
+    def reply(
+        self, messages: Sequence[Mapping[str, Any]], seed: int, model: str = "", echo: float = 0.0
+    ) -> str | None:
         """A reply in the shape the prompt asks for, or None when no benchmark sent `messages`.
         `model`: the judge model's name, which may ask for flipped or garbled verdicts."""
         # Roles are passed through as sent: a benchmark matches the ones its requests use.
-        chat = tuple(Message(cast(Role, m.get("role")), message_text(m)) for m in messages)
-        flip, garble = judge_flaws(model)
+        sent = tuple(Message(cast(Role, m.get("role")), message_text(m)) for m in messages)
+        text = self._shaped(_without_follow_ups(sent), seed, model)
+        if text is None:
+            return None
+        garble = judge_flaws(model)[1]
+        if garble > 0:  # drawn on the whole request: a follow-up draws anew
+            asked = b"".join(m.content.encode() + b"\0" for m in sent)
+            if unit(b"garble", model.encode(), asked) < garble:
+                return GARBLED_REPLY
+        if echo <= 0:
+            return text
+        draw = "\x00".join(f"{m.role}:{m.content}" for m in sent).encode()
+        if unit(b"echo", str(seed).encode(), draw) < echo:
+            return echo_reply(sent[-1].content, seed)
+        return text
+
+    def _shaped(self, chat: tuple[Message, ...], seed: int, model: str) -> str | None:
+        flip = judge_flaws(model)[0]
         name = model.encode()
 
         def verdict(judged: str, key: str) -> bool:
@@ -64,9 +86,17 @@ class Judges:
         for bench in self._benches:
             text = bench.simulated_judge_reply(chat, verdict)
             if text is not None:
-                if garble > 0:
-                    asked = b"".join(message_text(m).encode() + b"\0" for m in messages)
-                    if unit(b"garble", name, asked) < garble:
-                        return GARBLED_REPLY
                 return text
         return None
+
+
+def _without_follow_ups(chat: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The request a chain of re-ask follow-ups ends in: each (assistant reply, follow-up) pair dropped."""
+    while (
+        len(chat) >= 3
+        and chat[-1].role == "user"
+        and chat[-1].content.startswith(REASK_LEAD)
+        and chat[-2].role == "assistant"
+    ):
+        chat = chat[:-2]
+    return chat

@@ -366,7 +366,7 @@ class Simulator:
         canonical: bytes,
         fault: str | None,
     ) -> dict[str, Any]:
-        reply = answer(model, messages, max_tokens, self._config.seed, self._judges)
+        reply = answer(model, messages, max_tokens, self._config.seed, self._judges, self._config.judge_echo)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         choice: dict[str, Any] = {
             "index": 0,
@@ -587,6 +587,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
     p.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a Batch API batch takes")
     p.add_argument(
+        "--judge-echo",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="share of judge requests answered with text copied from the request (an unparsable reply)",
+    )
+    p.add_argument(
         "--fault",
         type=_fault_arg,
         action="append",
@@ -613,6 +620,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         hang_s=args.hang_s,
         prefix_cache=not args.no_prefix_cache,
         batch=BatchSettings(delay_s=args.batch_delay_s),
+        judge_echo=args.judge_echo,
     )
 
 

@@ -112,7 +112,7 @@ _unit = unit
 
 def model_quality(model: str) -> float:
     """Each simulated model's fixed quality in [0.35, 0.95], from its name alone."""
-    q = QUALITY_MIN + (QUALITY_MAX - QUALITY_MIN) * _unit(b"quality", model.encode())
+    q = QUALITY_MIN + (QUALITY_MAX - QUALITY_MIN) * unit(b"quality", model.encode())
     return round(q, 2)
 
 
@@ -126,7 +126,22 @@ def read_quality(text: str) -> float:
 
 def decide(judged: str, key: str, seed: int, quality: float) -> bool:
     """One judge decision: YES with probability `quality`, fixed by (judged text, decision key, seed)."""
-    return _unit(b"decide", str(seed).encode(), key.encode(), judged.encode()) < quality
+    return unit(b"decide", str(seed).encode(), key.encode(), judged.encode()) < quality
+
+
+def echo_reply(prompt: str, seed: int) -> str:
+    """What an echoing judge says: part of its last message copied back (the whole of it, its last line,
+    its last three lines, or one line), picked by a hash of the message, so a resend picks the same."""
+    lines = [line for line in prompt.splitlines() if line.strip()] or [prompt]
+    pick = _digest(b"echo-form", str(seed).encode(), prompt.encode())
+    form = pick % 4
+    if form == 0:
+        return prompt
+    if form == 1:
+        return lines[-1]
+    if form == 2:
+        return "\n".join(lines[-3:])
+    return lines[(pick >> 2) % len(lines)]
 
 
 def cut_to_tokens(text: str, max_tokens: int) -> Reply:
@@ -176,11 +191,17 @@ def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) 
 
 
 def answer(
-    model: str, messages: Sequence[Mapping[str, Any]], max_tokens: int | None, seed: int, judges: Judges
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    max_tokens: int | None,
+    seed: int,
+    judges: Judges,
+    judge_echo: float = 0.0,
 ) -> Reply:
     """The simulator's reply to a chat request: a judge-shaped reply when a registered benchmark knows
-    the prompt as its judge request, else a filler answer; cut at max_tokens either way."""
-    text = judges.reply(messages, seed, model)
+    the prompt as its judge request (copied from the prompt at the `judge_echo` rate), else a filler
+    answer; cut at max_tokens either way."""
+    text = judges.reply(messages, seed, model, judge_echo)
     if text is None:
         text = filler_answer(model, messages, seed)
     return cut_to_tokens(text, max_tokens) if max_tokens is not None else Reply(text, "stop")

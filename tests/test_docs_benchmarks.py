@@ -56,3 +56,13 @@ def test_benchmark_docs_point_at_no_file_outside_the_repository() -> None:
     for page in DOCS.glob("*.md"):
         text = page.read_text(encoding="utf-8")
         assert "/work/" not in text and "../shared" not in text, page.name
+
+
+@pytest.mark.parametrize("page", sorted(PINNED))
+def test_each_page_says_which_echo_the_reference_reads_as_a_verdict(page: str) -> None:
+    # issue 11: paper mode drops text copied from the prompt; reference mode keeps the reference's reading
+    _, rows = _deviations(page)
+    echo_rows = [
+        r for r in rows if "echoed back" in r and "paper mode" in r and "reference mode the same" in r
+    ]
+    assert len(echo_rows) == 1, page

@@ -157,8 +157,9 @@ def test_template_pieces_and_version() -> None:
         ("['YES', 'PARTIAL']", 2, None, (True, False)),  # the reference counts PARTIAL as NO
         ("['YES', 'N/A']", 2, None, (True, False)),
         ("['yes', 'NO']", 2, None, None),  # case matters in both
-        ("['YES', 'NO']\n```", 2, None, (True, False)),  # the reference strips backticks first
-        ("[YES, NO]", 2, None, None),  # bare words are not literals in English
+        # paper skips a closing fence line; the reference strips backticks first
+        ("['YES', 'NO']\n```", 2, (True, False), (True, False)),
+        ("[YES, NO]", 2, (True, False), None),  # bare words: a tokenizer reads them; not literals to eval
         ("__import__('os').system('echo hacked')", 2, None, None),
         ("[__import__('os').system('echo hacked'), 'YES']", 2, None, None),
         ("['YES', 'NO'] + ['YES']", 2, None, None),

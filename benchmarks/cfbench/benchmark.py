@@ -7,12 +7,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ifsweep.benchmarks._echo import task_prompt
 from ifsweep.benchmarks._options import check_known
 from ifsweep.benchmarks.base import Decide, Release
 from ifsweep.benchmarks.cfbench.imports import read_reference_outputs
 from ifsweep.benchmarks.cfbench.load import load_instances, wanted_splits
 from ifsweep.benchmarks.cfbench.parse import paper_values, reference_values
-from ifsweep.benchmarks.cfbench.prompts import render_judge_prompt, template_hash
+from ifsweep.benchmarks.cfbench.prompts import format_rule, render_judge_prompt, template_hash
 from ifsweep.benchmarks.cfbench.simulated import simulated_judge_reply
 from ifsweep.benchmarks.records import (
     ImportedResult,
@@ -53,6 +54,7 @@ class CFBench:
         turn = JudgeTurn(
             user=render_judge_prompt(instance, response),
             constraint_idxs=tuple(c.idx for c in instance.constraints),
+            reask=format_rule(),
         )
         return Plan(rule_values={}, judge_tasks=(JudgeTask(task_idx=0, turns=(turn,)),))
 
@@ -67,7 +69,7 @@ class CFBench:
             # The reference re-asks an unreadable reply up to 10 times, then applies its fallback; an
             # imported reply is the last one it got, so the fallback applies at once here.
             return TurnOutcome(reference_values(instance, reply))
-        return TurnOutcome(paper_values(instance, reply))
+        return TurnOutcome(paper_values(instance, reply, task_prompt(task)))
 
     def template_version(self) -> str:
         return template_hash()

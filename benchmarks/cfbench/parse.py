@@ -1,9 +1,10 @@
 """Reading the judge's reply: `criterion<TAB>score` lines joined by blank lines, one per checklist item.
 
-Two parsers. `paper_values` maps each scored line to its checklist item (by its text, or by position
-when the reply has exactly one scored line per item and no line's text points elsewhere), keeps zeros,
-and gives up (None) rather than guess. `reference_parse` does what code/evalaute.py of CFBench does,
-including its last-resort fallback, which keeps only the 1s.
+Two parsers. `paper_values` ignores scored lines copied from the prompt (the template's examples end in
+`criterion<TAB>0|1` lines of their own; benchmarks/_echo.py), maps each other scored line to its
+checklist item (by its text, or by position when the reply has exactly one scored line per item and no
+line's text points elsewhere), keeps zeros, and gives up (None) rather than guess. `reference_parse`
+does what code/evalaute.py of CFBench does, including its last-resort fallback, which keeps only the 1s.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from ifsweep.benchmarks._echo import NO_PROMPT, PromptText, is_echo
 from ifsweep.benchmarks.records import Instance
 
 __all__ = ["ReferenceParse", "paper_values", "reference_parse", "reference_values"]
@@ -63,9 +65,9 @@ def _score_token(token: str) -> bool | Literal["bad"] | None:
     return "bad"  # a number other than 0 or 1: the judge broke the scale
 
 
-def _scored_lines(reply: str, item_keys: set[str]) -> list[_Scored] | None:
-    """Every scored line, with the text lines just above it (a criterion may span lines); None when a
-    line carries a score outside {0, 1}."""
+def _scored_lines(reply: str, item_keys: set[str], prompt: PromptText) -> list[_Scored] | None:
+    """Every scored line not copied from the prompt, with the text lines just above it (a criterion may
+    span lines); None when a line carries a score outside {0, 1}."""
     out: list[_Scored] = []
     pending: list[str] = []
     for raw in reply.splitlines():
@@ -90,16 +92,19 @@ def _scored_lines(reply: str, item_keys: set[str]) -> list[_Scored] | None:
         if text is None or value is None:
             pending.append(line)
             continue
+        if is_echo(line, prompt):
+            pending = []
+            continue
         keys = _keys(text) | _keys("\n".join([*pending, text]))
         out.append(_Scored(frozenset(keys), value))
         pending = []
     return out
 
 
-def paper_values(instance: Instance, reply: str) -> tuple[bool, ...] | None:
+def paper_values(instance: Instance, reply: str, prompt: PromptText = NO_PROMPT) -> tuple[bool, ...] | None:
     """One value per checklist item in order, or None when the reply cannot be mapped to every item."""
     item_keys = [_key(c.text) for c in instance.constraints]
-    lines = _scored_lines(reply, set(item_keys))
+    lines = _scored_lines(reply, set(item_keys), prompt)
     if lines is None or not item_keys:
         return None
     matches = [[i for i, key in enumerate(item_keys) if key in line.keys] for line in lines]

@@ -13,7 +13,10 @@ from importlib import resources
 
 from ifsweep.benchmarks.records import Instance
 
-__all__ = ["criteria_block", "judge_template", "render_judge_prompt", "template_hash"]
+__all__ = ["criteria_block", "format_rule", "judge_template", "render_judge_prompt", "template_hash"]
+
+# 2: paper mode ignores scored lines copied from the prompt (issue 11).
+PARSER_VERSION = "cfbench-parse-2"
 
 _PLACEHOLDER = re.compile(r"\{(prompt|gold_ans|response|criteria)\}")
 
@@ -28,8 +31,18 @@ def judge_template() -> str:
     )
 
 
+@cache
+def format_rule() -> str:
+    """The rule a re-ask quotes: the template's own output-format section, word for word."""
+    text = judge_template()
+    return text[text.index("输出格式:") : text.index("\n\n可参考")].rstrip()
+
+
 def template_hash() -> str:
-    return hashlib.sha256(judge_template().encode("utf-8")).hexdigest()[:12]
+    """Short sha256 of the template and the parser version (a parser change changes what a verdict means)."""
+    digest = hashlib.sha256(judge_template().encode("utf-8"))
+    digest.update(b"\x00" + PARSER_VERSION.encode())
+    return digest.hexdigest()[:12]
 
 
 def criteria_block(instance: Instance) -> str:

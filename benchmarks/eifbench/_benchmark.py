@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ifsweep.benchmarks._echo import task_prompt
 from ifsweep.benchmarks._options import check_known, one_of
 from ifsweep.benchmarks.base import Decide, Release
 from ifsweep.benchmarks.eifbench import _import, _parse, _prompts, _simulated
@@ -67,7 +68,11 @@ class EIFBench:
             key, instruction = subs[c.instruction_idx]
             user = _prompts.score_user(task_input, response, key, instruction, c.text)
             tasks.append(
-                JudgeTask(task_idx=c.idx, turns=(JudgeTurn(user, (c.idx,)),), system=_prompts.SYSTEM)
+                JudgeTask(
+                    task_idx=c.idx,
+                    turns=(JudgeTurn(user, (c.idx,), _prompts.FORMAT_RULE),),
+                    system=_prompts.SYSTEM,
+                )
             )
         return Plan(rule_values={}, judge_tasks=tuple(tasks))
 
@@ -76,7 +81,7 @@ class EIFBench:
     ) -> TurnOutcome:
         if turn_idx != 0:
             raise ValueError(f"EIFBench judge tasks have one turn, got turn {turn_idx}")
-        return _parse.parse_turn(reply, mode)
+        return _parse.parse_turn(reply, mode, task_prompt(task))
 
     def template_version(self) -> str:
         return _prompts.template_version()

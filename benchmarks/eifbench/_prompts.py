@@ -21,6 +21,12 @@ SCORE_PROMPT_PATH = _HERE / "score_prompt.txt"
 ANSWER_PROMPT = ANSWER_PROMPT_PATH.read_text(encoding="utf-8")
 SCORE_PROMPT = SCORE_PROMPT_PATH.read_text(encoding="utf-8")
 SYSTEM = "You are a helpful assistant."
+# The rule a re-ask quotes: SCORE_prompt's own output-format section, word for word.
+FORMAT_RULE = SCORE_PROMPT[
+    SCORE_PROMPT.index("## 输出格式") : SCORE_PROMPT.index("答案：是/否") + len("答案：是/否")
+]
+# 2: paper mode drops lines copied from the prompt and never reads "答案：是/否" as 是 (issue 11).
+PARSER_VERSION = "eifbench-parse-2"
 
 # The reference splits a task whose input text is longer than this into two generation calls.
 SPLIT_THRESHOLD = 8192
@@ -71,6 +77,8 @@ def template_version() -> str:
         INPUT_TEXT_FORMAT,
         SUB_INSTRUCTION_FORMAT,
         JUDGE_SUB_INSTRUCTION_FORMAT,
+        FORMAT_RULE,
+        PARSER_VERSION,
     )
     for part in parts:
         h.update(part.encode("utf-8"))

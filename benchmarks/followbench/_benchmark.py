@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ifsweep.benchmarks._echo import task_prompt
 from ifsweep.benchmarks._options import check_known
 from ifsweep.benchmarks.base import Decide, Release
 from ifsweep.benchmarks.followbench import _import, _load, _parse, _prompts, _scoring, _simulated
@@ -92,7 +93,8 @@ class FollowBench:
         prompt = _prompts.judge_prompt(
             instance.category or "", path, response, _meta_str(instance, "language")
         )
-        task = JudgeTask(task_idx=0, turns=(JudgeTurn(user=prompt, constraint_idxs=idxs),))
+        rule = _prompts.format_rule(level, _meta_str(instance, "language"))
+        task = JudgeTask(task_idx=0, turns=(JudgeTurn(user=prompt, constraint_idxs=idxs, reask=rule),))
         return Plan(rule_values={}, judge_tasks=(task,))
 
     def parse(
@@ -101,7 +103,7 @@ class FollowBench:
         level = len(task.turns[turn_idx].constraint_idxs)
         language = _meta_str(instance, "language")
         if mode == "paper":
-            return TurnOutcome(values=_parse.decide_paper(reply, level, language))
+            return TurnOutcome(values=_parse.decide_paper(reply, level, language, task_prompt(task)))
         verdicts = _parse.decide_reference(reply, level, language)
         # The reference scores an unreadable reply as -1 and asks a human to fix it; with booleans the
         # nearest is "not satisfied" (docs/benchmarks/followbench.md, reference mode).

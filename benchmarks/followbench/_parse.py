@@ -1,10 +1,12 @@
 """Reading a FollowBench judge reply into one verdict per added constraint.
 
-Two readers. `decide_paper` is strict: the last non-empty line must hold a Python list literal of
-exactly L 'YES'/'NO' strings (level 1: the line must contain YES or NO), otherwise the reply counts as
-unparsed and the runner asks again. `decide_reference` reproduces paring_discriminative_generation of
-the reference code, per language, including what it tolerates; it returns None where the reference
-returns (-1, -1). Neither ever evaluates the reply: list literals go through ast.literal_eval.
+Two readers. `decide_paper` is strict and echo-proof: lines copied from the prompt are dropped first
+(benchmarks/_echo.py), then the last remaining line must hold a list of exactly L YES/NO items, read by a
+tokenizer, with no other YES/NO on the line (level 1: or a single YES or NO); otherwise the reply counts
+as unparsed and the runner asks again. `decide_reference` reproduces paring_discriminative_generation of
+the reference code, per language, including what it tolerates (an echoed format rule passes there); it
+returns None where the reference returns (-1, -1). Neither ever evaluates the reply: the reference's list
+literals go through ast.literal_eval.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+
+from ifsweep.benchmarks._echo import NO_PROMPT, PromptText, own_lines
 
 _LIST = re.compile(r"\[.*\]")
 
@@ -33,7 +37,8 @@ def _literal_list(text: str) -> list[object] | None:
 
 
 def _single(line: str) -> tuple[bool, ...] | None:
-    # Level 1 looks for the words anywhere in the line, YES first (so "['YES']" and "YES." both pass).
+    # The reference's level 1 looks for the words anywhere in the line, YES first (so "['YES']" and
+    # "YES." pass, and so does its own format rule echoed back, which holds both words).
     if "YES" in line:
         return (True,)
     if "NO" in line:
@@ -62,19 +67,53 @@ def _list_items(last: str, language: str) -> list[object] | None:
     return _literal_list(listed)
 
 
-def decide_paper(reply: str, level: int, language: str) -> tuple[bool, ...] | None:
-    lines = [line.strip() for line in reply.splitlines() if line.strip()]
+# A list item in paper mode: YES or NO, in straight quotes or bare (Chinese judges write [YES, NO]).
+_ITEM = re.compile(r"""\s*(['"]?)(YES|NO)\1\s*""")
+_SPAN = re.compile(r"\[[^\[\]]*\]")
+_WORD = re.compile(r"\b(?:YES|NO)\b")
+# A fence line around a list (```python ... ```) says nothing; the verdict is the line inside.
+_FENCE = re.compile(r"^`{3,}\w*$")
+
+
+def _strict_list(line: str, level: int) -> tuple[bool, ...] | None:
+    """The verdicts of the one `[...]` on `line` when it holds exactly `level` YES/NO items and nothing
+    else on the line names YES or NO; a pure tokenizer, nothing is evaluated."""
+    spans = _SPAN.findall(line)
+    if len(spans) != 1:
+        return None
+    rest = line.replace(spans[0], " ", 1)
+    if "[" in rest or "]" in rest or _WORD.search(rest):
+        return None
+    items = spans[0][1:-1].split(",")
+    matched = [_ITEM.fullmatch(item) for item in items]
+    if len(items) != level or any(m is None for m in matched):
+        return None
+    return tuple(m.group(2) == "YES" for m in matched if m is not None)
+
+
+def _single_token(line: str) -> tuple[bool, ...] | None:
+    # Level 1 without a list: the line names exactly one YES or NO, once ("YES", "**NO**", "Answer: YES").
+    words = _WORD.findall(line)
+    if len(words) != 1 or "[" in line or "]" in line:
+        return None
+    return (words[0] == "YES",)
+
+
+def decide_paper(
+    reply: str, level: int, language: str, prompt: PromptText = NO_PROMPT
+) -> tuple[bool, ...] | None:
+    """The last line of the reply that is not copied from the prompt decides: a list of exactly `level`
+    YES/NO items (and no other YES/NO on the line), or at level 1 a single YES or NO. Else None."""
+    lines = [line for line in own_lines(reply, prompt) if not _FENCE.match(line)]
     if not lines:
         return None
     last = lines[-1]
     if language == "zh":
         last = _unquote_curly(last)
-    if level == 1:
-        return _single(last)
-    items = _list_items(last, language)
-    if items is None or len(items) != level or any(item not in ("YES", "NO") for item in items):
-        return None
-    return tuple(item == "YES" for item in items)
+    found = _strict_list(last, level)
+    if found is None and level == 1 and "[" not in last:
+        found = _single_token(last)
+    return found
 
 
 def _reference_last_line(reply: str, language: str) -> str:

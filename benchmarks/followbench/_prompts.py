@@ -18,7 +18,8 @@ from ifsweep.benchmarks.followbench._rules import RULES_VERSION
 from ifsweep.benchmarks.records import Message
 
 JUDGED_CATEGORIES = ("content", "situation", "style", "format", "mixed")
-PARSER_VERSION = "followbench-parse-1"
+# 2: paper mode drops lines copied from the prompt and reads lists with a tokenizer (issue 11).
+PARSER_VERSION = "followbench-parse-2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,14 @@ def judge_prompt(category: str, evolution_path: Sequence[str], answer: str, lang
             template.system_many.format(level=level),
         ]
     return "".join(parts)
+
+
+def format_rule(level: int, language: str) -> str:
+    """The template's own last line, the rule a re-ask quotes: "3) In the final line, only output a
+    Python LIST with L elements ('YES' or 'NO')..." for level L."""
+    template = TEMPLATES[language]
+    system = template.system_one if level == 1 else template.system_many.format(level=level)
+    return system.splitlines()[-1]
 
 
 def generation_messages(instruction: str) -> tuple[Message, ...]:

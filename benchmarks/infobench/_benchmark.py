@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ifsweep.benchmarks._echo import task_prompt
 from ifsweep.benchmarks._options import check_known, one_of
 from ifsweep.benchmarks.base import Decide, Release
 from ifsweep.benchmarks.infobench import _import, _parse, _prompts, _simulated
@@ -67,7 +68,7 @@ class InfoBench:
     ) -> TurnOutcome:
         if not 0 <= turn_idx < len(task.turns):
             raise ValueError(f"turn {turn_idx} out of range: the task has {len(task.turns)} turns")
-        return _parse.parse_turn(reply, mode)
+        return _parse.parse_turn(reply, mode, task_prompt(task))
 
     def template_version(self) -> str:
         return _prompts.template_version()

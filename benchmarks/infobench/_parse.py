@@ -1,12 +1,15 @@
 """Deciding YES / NO from an InFoBench judge reply, in the paper's sense and as the reference code does.
 
-Both are plain string inspection: a reply is data, never evaluated.
+Both are plain string inspection: a reply is data, never evaluated. Paper mode first drops the lines
+the judge copied from its prompt (benchmarks/_echo.py): SYS_MSG's rule lines begin "- YES: Select 'YES'"
+and "- NO: Opt for 'NO'", which the first-word rule would otherwise read as verdicts.
 """
 
 from __future__ import annotations
 
 import re
 
+from ifsweep.benchmarks._echo import NO_PROMPT, PromptText, own_lines
 from ifsweep.benchmarks.records import ScoringMode, TurnOutcome
 
 # Markup a judge puts before its verdict ("**YES**", "> No.", "- Yes", quotes); stripped before looking
@@ -18,9 +21,11 @@ _FIRST_WORD = re.compile(r"(yes|no)\b", re.IGNORECASE)
 _VERDICT_WORD = re.compile(r"\b(YES|NO)\b")
 
 
-def decide_paper(reply: str) -> bool | None:
-    """A clear verdict: the reply starts with the word yes/no (any case, after markup), or else names
-    exactly one of the capitalised words YES / NO. Anything else is unclear (None)."""
+def decide_paper(reply: str, prompt: PromptText = NO_PROMPT) -> bool | None:
+    """A clear verdict from the lines not copied from the prompt: they start with the word yes/no (any
+    case, after markup), or else name exactly one of the capitalised words YES / NO. Anything else is
+    unclear (None)."""
+    reply = "\n".join(own_lines(reply, prompt))
     head = reply.lstrip(_LEADING_MARKUP)
     first = _FIRST_WORD.match(head)
     if first is not None:
@@ -48,9 +53,9 @@ def decide_reference(reply: str) -> bool | None:
     return None
 
 
-def parse_turn(reply: str, mode: ScoringMode) -> TurnOutcome:
+def parse_turn(reply: str, mode: ScoringMode, prompt: PromptText = NO_PROMPT) -> TurnOutcome:
     if mode == "paper":
-        verdict = decide_paper(reply)
+        verdict = decide_paper(reply, prompt)
         # Unclear: no value, so the runner asks again and then records the question as unparsed; the
         # conversation still goes on to the next question.
         return TurnOutcome(values=None if verdict is None else (verdict,))

@@ -26,6 +26,10 @@ FIRST_TURN_WITH_INPUT = (
 )
 FIRST_TURN_NO_INPUT = '{sys_msg}\n\nGenerated Text:\n"{output}"\n\nQuestion:\n{question}\n'
 LATER_TURN = "{question}\n"
+# The rule a re-ask quotes: SYS_MSG's own words for the answer it wants.
+FORMAT_RULE = "Answer the question with either a YES or NO choice."
+# 2: paper mode drops lines copied from the prompt before deciding (issue 11).
+PARSER_VERSION = "infobench-parse-2"
 
 
 # str.format parses only these templates, never the values put into them, so braces in an instruction
@@ -47,15 +51,19 @@ def judge_task(input_text: str, output: str, questions: Sequence[str]) -> JudgeT
     """One conversation for the whole instance: turn i asks question i and decides constraint i."""
     if not questions:
         raise ValueError("an InFoBench instance needs at least one question")
-    turns = [JudgeTurn(first_turn(input_text, output, questions[0]), (0,))]
-    turns.extend(JudgeTurn(LATER_TURN.format(question=q), (i,)) for i, q in enumerate(questions[1:], start=1))
+    turns = [JudgeTurn(first_turn(input_text, output, questions[0]), (0,), FORMAT_RULE)]
+    turns.extend(
+        JudgeTurn(LATER_TURN.format(question=q), (i,), FORMAT_RULE)
+        for i, q in enumerate(questions[1:], start=1)
+    )
     return JudgeTask(task_idx=0, turns=tuple(turns), system=None)
 
 
 def template_version() -> str:
     """Short sha256 over every text that shapes a prompt, so editing any of them changes it."""
     h = hashlib.sha256()
-    for part in (SYS_MSG, GENERATION_FORMAT, FIRST_TURN_WITH_INPUT, FIRST_TURN_NO_INPUT, LATER_TURN):
+    parts = (SYS_MSG, GENERATION_FORMAT, FIRST_TURN_WITH_INPUT, FIRST_TURN_NO_INPUT, LATER_TURN)
+    for part in (*parts, FORMAT_RULE, PARSER_VERSION):
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()[:12]

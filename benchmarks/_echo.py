@@ -1,0 +1,75 @@
+"""Telling a judge's own answer from text it copied out of the prompt.
+
+A weak judge often repeats its prompt: the format rule ("...only output a Python LIST with 1 element
+('YES' or 'NO')..."), a template's example verdicts, the `答案：是/否` line, the re-ask's quoted rule.
+Those lines hold the very words a parser looks for, so every paper-mode parser first drops the reply
+lines that the prompt already holds (`own_lines`) and decides only from what is left.
+
+A reply line is an echo when, with its whitespace collapsed, it is a whole line of the prompt, or a piece
+of the prompt long enough not to be a verdict by chance (`MIN_ECHO_WEIGHT`; CJK characters weigh 2).
+Short answers ("YES", "['NO']", "答案：否") are never echoes unless a prompt line is exactly that text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ifsweep.benchmarks.records import JudgeTask, reask_message
+
+__all__ = ["MIN_ECHO_WEIGHT", "NO_PROMPT", "PromptText", "is_echo", "own_lines", "task_prompt"]
+
+MIN_ECHO_WEIGHT = 16
+# Markup a judge wraps a copied line in (a quote block, a bullet, bold, code); also stripped for the test.
+_WRAP = " >*-#`\"'“”‘’"
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split())
+
+
+def _weight(text: str) -> int:
+    return sum(2 if ord(ch) >= 0x2E80 else 1 for ch in text)
+
+
+@dataclass(frozen=True, slots=True)
+class PromptText:
+    """Every text the judge was sent, folded for echo tests: its lines, and all of it."""
+
+    lines: frozenset[str]
+    text: str
+
+    @classmethod
+    def of(cls, texts: Iterable[str]) -> PromptText:
+        lines = [_norm(line) for text in texts for line in text.splitlines()]
+        kept = [line for line in lines if line]
+        return cls(frozenset(kept), "\n".join(kept))
+
+
+NO_PROMPT = PromptText(frozenset(), "")  # for reading a reply on its own (tests, imports of bare replies)
+
+
+def task_prompt(task: JudgeTask) -> PromptText:
+    """What a judge of `task` may have been sent: its system message, every turn's user message, and
+    each turn's re-ask follow-up (runner/pipeline.py sends it when a reply is unparsed)."""
+    texts = [] if task.system is None else [task.system]
+    for turn in task.turns:
+        texts.append(turn.user)
+        texts.append(reask_message(turn).content)
+    return PromptText.of(texts)
+
+
+def is_echo(line: str, prompt: PromptText) -> bool:
+    for candidate in {_norm(line), _norm(line).strip(_WRAP)}:
+        if not candidate:
+            continue
+        if candidate in prompt.lines:
+            return True
+        if _weight(candidate) >= MIN_ECHO_WEIGHT and candidate in prompt.text:
+            return True
+    return False
+
+
+def own_lines(reply: str, prompt: PromptText) -> list[str]:
+    """The reply's non-empty lines (stripped) that are not copied from the prompt, in order."""
+    return [line.strip() for line in reply.splitlines() if line.strip() and not is_echo(line, prompt)]
