@@ -262,6 +262,8 @@ class ProviderPool:
     def _session(self, base: str) -> aiohttp.ClientSession:
         session = self._sessions.get(base)
         if session is None:
+            if not self._open:  # a session made now would never be closed
+                raise RuntimeError("ProviderPool is closed: send inside `async with ProviderPool(...)`")
             import aiohttp  # at the first call: a run that sends nothing need not load it
 
             # No per-session timeout: the per-call deadline (spec.timeout_s) is enforced around each call.
