@@ -1,7 +1,7 @@
 """The fast path: OpenAI chat completions over one shared aiohttp session, orjson bodies.
 
-About 30x less client CPU per call than litellm.acompletion (MEASURED.md); used for every provider that
-speaks the OpenAI chat-completions protocol. Only translates: limits, retries and budget wrap it once in
+About 30x less client CPU per call than litellm.acompletion (docs/design/providers.md); used for every
+provider that speaks the OpenAI chat-completions protocol. Only translates: limits, retries and budget wrap it once in
 providers/pool.py.
 """
 

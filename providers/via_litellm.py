@@ -1,8 +1,8 @@
 """The LiteLLM path: providers that do not speak OpenAI chat completions (anthropic, gemini, bedrock, ...)
 or specs with force_litellm. Translates litellm's response and exceptions into the fast path's shapes.
 
-num_retries=0 makes exactly one attempt (unset makes 3; num_retries=k makes 2k+1, MEASURED.md): our own
-retry loop in providers/pool.py decides.
+num_retries=0 makes exactly one attempt (unset makes 3; num_retries=k makes 2k+1, docs/design/providers.md):
+our own retry loop in providers/pool.py decides.
 """
 
 from __future__ import annotations
