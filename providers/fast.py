@@ -1,8 +1,8 @@
 """The fast path: OpenAI chat completions over one shared aiohttp session, orjson bodies.
 
 About 30x less client CPU per call than litellm.acompletion (docs/design/providers.md); used for every
-provider that speaks the OpenAI chat-completions protocol. Only translates: limits, retries and budget wrap it once in
-providers/pool.py.
+provider that speaks the OpenAI chat-completions protocol. Only translates: limits, retries and budget
+wrap it once in providers/pool.py.
 """
 
 from __future__ import annotations

@@ -172,7 +172,9 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         # outlast gamma's 1.5 s timeout_s before the refusal comes back, a timeout is as true.
         down = {"connection"} if path == "fast" else {"connection", "timeout"}
         assert all(
-            g["status"] == "error" and g["error_kind"] in down for g in latest.values() if g["model"] == "gamma"
+            g["status"] == "error" and g["error_kind"] in down
+            for g in latest.values()
+            if g["model"] == "gamma"
         )
         resent = collections.Counter(g["key"] for g in gens2[len(gens) :])
         assert set(resent) == errors_before and all(n == 1 for n in resent.values())
