@@ -28,7 +28,11 @@ def group_of(rec: Mapping[str, Any]) -> Group:
 
 
 def _cost(rec: Mapping[str, Any]) -> float:
-    v = rec.get("cost_usd")
+    return _number(rec, "cost_usd")
+
+
+def _number(rec: Mapping[str, Any], name: str) -> float:
+    v = rec.get(name)
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
 
 
@@ -36,6 +40,10 @@ def _cost(rec: Mapping[str, Any]) -> float:
 class GroupSpend:
     generation_usd: float = 0.0
     judge_usd: float = 0.0
+    # Prompt tokens paid for, those the providers' prefix caches served, and the dollars that saved.
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_saved_usd: float = 0.0
 
     @property
     def total_usd(self) -> float:
@@ -59,14 +67,20 @@ class SpendTally:
             g.judge_usd += _cost(rec)
         else:
             g.generation_usd += _cost(rec)
+        g.input_tokens += int(_number(rec, "input_tokens"))
+        g.cached_tokens += int(_number(rec, "cached_tokens"))
+        g.cache_saved_usd += _number(rec, "cache_saved_usd")
 
-    def fields(self, group: Group) -> dict[str, float]:
-        """{spent_usd, judge_usd} of one (model, benchmark): its answers plus its judge calls, and the
-        judge calls alone."""
+    def fields(self, group: Group) -> dict[str, float | int]:
+        """{spent_usd, judge_usd, input_tokens, cached_tokens, cache_saved_usd} of one (model, benchmark):
+        its answers plus its judge calls, the judge calls alone, and what prefix caching served and saved."""
         g = self.groups.get(group, GroupSpend())
         return {
             "spent_usd": round(g.total_usd, SPEND_DECIMALS),
             "judge_usd": round(g.judge_usd, SPEND_DECIMALS),
+            "input_tokens": g.input_tokens,
+            "cached_tokens": g.cached_tokens,
+            "cache_saved_usd": round(g.cache_saved_usd, SPEND_DECIMALS),
         }
 
 

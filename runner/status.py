@@ -148,10 +148,6 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
     run_dir = Path(run_dir)
     spent = SpendTally()
     failed = ErrorTally()
-    # Prompt tokens paid for, those the providers' prefix caches served, and the dollars that saved.
-    prompt: dict[tuple[str, str], int] = defaultdict(int)
-    cached: dict[tuple[str, str], int] = defaultdict(int)
-    saved: dict[tuple[str, str], float] = defaultdict(float)
     writers = [writer for writer, _, _ in shard_files(run_dir)]
     by_writer: dict[str, float] = defaultdict(float)
     judge_spent: dict[str, float] = defaultdict(float)
@@ -174,9 +170,6 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
                 by_writer[writers[sl.file_no]] += float(cost)
                 if judge is not None:
                     judge_spent[judge] += float(cost)
-            prompt[group] += int(_number(rec, "input_tokens"))
-            cached[group] += int(_number(rec, "cached_tokens"))
-            saved[group] += _number(rec, "cache_saved_usd")
             entry = (group, sl.is_error, None, judge)
         old = newest.get(sl.key)
         if old is None or not entry[1] or old[1]:
@@ -208,9 +201,6 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
             "done": len(done.get((m, b), ())),
             "errors": errors.get((m, b), 0),
             **spent.fields((m, b)),
-            "input_tokens": prompt.get((m, b), 0),
-            "cached_tokens": cached.get((m, b), 0),
-            "cache_saved_usd": round(saved.get((m, b), 0.0), SPEND_DECIMALS),
         }
         for m, b in groups
     ]

@@ -64,5 +64,17 @@ def test_spend_per_group_with_the_judges_part() -> None:
     for rec in (gen("a", "1", cost=0.25), gen("a", "1", cost=0.5), judgment("j", "1", cost=0.125)):
         s.add(rec)
     s.add(verdict("v", "1", "a", error=False))  # verdicts cost nothing
-    assert s.fields(("m", "b")) == {"spent_usd": 0.875, "judge_usd": 0.125}
-    assert s.fields(("other", "b")) == {"spent_usd": 0.0, "judge_usd": 0.0}
+    assert s.fields(("m", "b")) == {
+        "spent_usd": 0.875,
+        "judge_usd": 0.125,
+        "input_tokens": 0,
+        "cached_tokens": 0,
+        "cache_saved_usd": 0.0,
+    }
+    s.add(
+        judgment("k", "1", cost=0.0) | {"input_tokens": 3000, "cached_tokens": 2048, "cache_saved_usd": 0.01}
+    )
+    assert s.fields(("m", "b"))["input_tokens"] == 3000
+    assert s.fields(("m", "b"))["cached_tokens"] == 2048
+    assert s.fields(("m", "b"))["cache_saved_usd"] == 0.01
+    assert s.fields(("other", "b"))["spent_usd"] == 0.0
