@@ -168,6 +168,7 @@ def test_status_table(run: Path) -> None:
         "done": 0,
         "errors": 0,
         "spent_usd": 0.0,
+        "judge_usd": 0.0,
         "input_tokens": 0,
         "cached_tokens": 0,
         "cache_saved_usd": 0.0,
