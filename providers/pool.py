@@ -64,15 +64,24 @@ def resolve_route(spec: EndpointSpec) -> Route:
     prefix, _, rest = spec.model.partition("/")
     if rest and prefix in _OPENAI_PREFIXES and spec.api_base and not spec.force_litellm:
         return Route(prefix, rest, spec.api_base, "fast")
+    if rest and prefix == "openai" and not spec.force_litellm:
+        # What litellm.get_llm_provider answers for "openai/<model>" (no base of its own) and the lines
+        # below then choose, without its 3 s import: a resumed sweep of hosted models need not pay it.
+        return Route("openai", rest, _openai_base(), "fast")
     litellm = import_litellm()
     model, provider, _, base = litellm.get_llm_provider(spec.model, api_base=spec.api_base)
     base = spec.api_base or base
     if base is None and provider == "openai":
-        base = os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE")
+        base = _openai_base()
     base = base or DEFAULT_BASES.get(provider)
     if provider in FAST_PROVIDERS and base and not spec.force_litellm:
         return Route(provider, model, base, "fast")
     return Route(provider, spec.model, spec.api_base, "litellm")
+
+
+def _openai_base() -> str:
+    """OpenAI's base URL as its own client reads it: the environment, else the public API."""
+    return os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or DEFAULT_BASES["openai"]
 
 
 @dataclass(frozen=True, slots=True)

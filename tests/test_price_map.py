@@ -123,3 +123,26 @@ def test_a_run_imports_litellm_only_for_a_call_through_it(tmp_path: Path) -> Non
             cfg.read_text().replace("max_tokens = 128 }", "max_tokens = 64 }\nuse_litellm = true", 1)
         )
         assert run(cfg)[1] == "True"
+
+
+def test_a_hosted_openai_model_is_routed_without_litellm_as_litellm_would() -> None:
+    """A resume of a sweep over hosted OpenAI models (no api_base) works out their routes, and so their
+    keys, without the 3 s litellm import; the route is the one litellm's own answer leads to."""
+    code = """
+        import sys
+        from ifsweep.providers.pool import resolve_route
+        from ifsweep.providers.records import EndpointSpec
+        r = resolve_route(EndpointSpec(label="m", model="openai/gpt-4o-mini"))
+        print(r.provider, r.model, r.api_base, r.path, "litellm" in sys.modules)
+    """
+    for env_base in (None, "http://127.0.0.1:9/v1"):
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_BASE")}
+        if env_base:
+            env["OPENAI_BASE_URL"] = env_base
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, check=True
+        )
+        base = env_base or "https://api.openai.com/v1"
+        assert out.stdout.split() == ["openai", "gpt-4o-mini", base, "fast", "False"]
+    model, provider, _, litellm_base = import_litellm().get_llm_provider("openai/gpt-4o-mini")
+    assert (provider, model, litellm_base) == ("openai", "gpt-4o-mini", None)
