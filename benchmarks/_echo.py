@@ -8,6 +8,7 @@ lines that the prompt already holds (`own_lines`) and decides only from what is 
 A reply line is an echo when, with its whitespace collapsed, it is a whole line of the prompt, or a piece
 of the prompt long enough not to be a verdict by chance (`MIN_ECHO_WEIGHT`; CJK characters weigh 2).
 Short answers ("YES", "['NO']", "答案：否") are never echoes unless a prompt line is exactly that text.
+Inside a line the judge wrote itself, such pieces of the prompt are cut out too (`without_copies`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from dataclasses import dataclass
 
 from ifsweep.benchmarks.records import JudgeTask, reask_message
 
-__all__ = ["MIN_ECHO_WEIGHT", "NO_PROMPT", "PromptText", "is_echo", "own_lines", "task_prompt"]
+__all__ = [
+    "MIN_ECHO_WEIGHT",
+    "NO_PROMPT",
+    "PromptText",
+    "is_echo",
+    "own_lines",
+    "task_prompt",
+    "without_copies",
+]
 
 MIN_ECHO_WEIGHT = 16
 # Markup a judge wraps a copied line in (a quote block, a bullet, bold, code); also stripped for the test.
@@ -71,5 +80,35 @@ def is_echo(line: str, prompt: PromptText) -> bool:
 
 
 def own_lines(reply: str, prompt: PromptText) -> list[str]:
-    """The reply's non-empty lines (stripped) that are not copied from the prompt, in order."""
-    return [line.strip() for line in reply.splitlines() if line.strip() and not is_echo(line, prompt)]
+    """The reply's own text, line by line (whitespace collapsed), in order: lines copied from the prompt
+    are dropped, and so are copied pieces inside a line ("Based on the rules, YES: Select 'YES' if the
+    generated text..." keeps "Based on the rules,"), so a verdict word the judge quoted is never read."""
+    out = []
+    for line in reply.splitlines():
+        if not line.strip() or is_echo(line, prompt):
+            continue
+        own = without_copies(_norm(line), prompt.text) if prompt.text else line.strip()
+        if own.strip(_WRAP):
+            out.append(own)
+    return out
+
+
+def without_copies(line: str, text: str) -> str:
+    """`line` less every piece of `text` in it that weighs MIN_ECHO_WEIGHT or more (longest first from
+    the left); what is left is joined with single spaces."""
+    kept: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        j, weight = i, 0
+        while j < n and weight < MIN_ECHO_WEIGHT:
+            weight += _weight(line[j])
+            j += 1
+        if weight >= MIN_ECHO_WEIGHT and line[i:j] in text:
+            while j < n and line[i : j + 1] in text:
+                j += 1
+            kept.append(" ")
+            i = j
+        else:
+            kept.append(line[i])
+            i += 1
+    return _norm("".join(kept))

@@ -15,7 +15,7 @@ import pytest
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask
-from ifsweep.benchmarks._echo import PromptText, is_echo, own_lines
+from ifsweep.benchmarks._echo import PromptText, is_echo, own_lines, without_copies
 from ifsweep.benchmarks.records import reask_message
 
 RESPONSE = "Here is my answer.\nIt has two lines."
@@ -156,6 +156,9 @@ def test_followbench_chinese(reply: str, language: str, expected: object) -> Non
         ("The text is in French, so the answer is YES.", True),
         ("YES and NO", True),  # the first word decides (unchanged rule)
         ("It could be YES or NO.", None),
+        # A rule line quoted inside the judge's own sentence: the quoted YES is not its verdict.
+        ("Based on the rules, YES: Select 'YES' if the generated text entirely fulfills", None),
+        ("Based on the rules, YES: Select 'YES' if the generated text entirely fulfills. NO", False),
     ],
 )
 def test_infobench_paper(reply: str, expected: bool | None) -> None:
@@ -230,6 +233,9 @@ def test_echo_tool_keeps_short_answers_and_drops_copied_text() -> None:
     assert is_echo("> - YES: Select 'YES' if the text", prompt)  # quoted, and cut short
     assert not is_echo("Select 'YES'", prompt)  # too short to tell from an answer
     assert not is_echo("", prompt)
+    # Copied pieces inside a line the judge wrote are cut out; its own words stay.
+    assert own_lines("So: - YES: Select 'YES' if the text fits. Mine is NO", prompt) == ["So: Mine is NO"]
+    assert without_copies("x Answer YES or NO. y", prompt.text) == "x y"
 
 
 @pytest.mark.parametrize(
