@@ -191,12 +191,12 @@ def render_status(run_dir: Path) -> str:
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
     from ifsweep.runner.batches import open_batches
     from ifsweep.runner.board import natural_key, table_lines
-    from ifsweep.runner.status import status_board, status_report
+    from ifsweep.runner.status import status_views
 
     require_run_dir(run_dir)
     try:
-        board = table_lines(status_board(run_dir))
-        report = status_report(run_dir)
+        whole, report = status_views(run_dir)
+        board = table_lines(whole)
     except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
         raise UsageError(str(e)) from None
     rows = sorted(report.rows, key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"])))

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -22,10 +22,18 @@ from ifsweep.runner.eta import Outlook
 from ifsweep.runner.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
 from ifsweep.runner.pace import RATE_WINDOW_S
 from ifsweep.runner.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
-from ifsweep.runner.shards import DamageReport, scan_shards, shard_files
+from ifsweep.runner.shards import DamageReport, ShardLine, scan_shards, shard_files
 from ifsweep.runner.workload import Tally
 
-__all__ = ["SUMMARY_NAME", "StatusReport", "status_board", "status_report", "status_table", "summary_name"]
+__all__ = [
+    "SUMMARY_NAME",
+    "StatusReport",
+    "status_board",
+    "status_report",
+    "status_table",
+    "status_views",
+    "summary_name",
+]
 
 SUMMARY_NAME = "summary.json"
 
@@ -146,16 +154,53 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
 def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> StatusReport:
     """The per-model rows, the per-partition rows and the run's spend, from one pass over the shards."""
     run_dir = Path(run_dir)
-    spent = SpendTally()
-    failed = ErrorTally()
-    writers = [writer for writer, _, _ in shard_files(run_dir)]
-    by_writer: dict[str, float] = defaultdict(float)
-    judge_spent: dict[str, float] = defaultdict(float)
-    # newest per key: (model, benchmark, is_error, instance_id or None for calls, judge or None)
-    newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = {}
+    acc = _ReportScan(run_dir)
+    _read(run_dir, damaged, acc)
+    return acc.report()
+
+
+def status_views(
+    run_dir: Path, now: float | None = None, damaged: list[DamageReport] | None = None
+) -> tuple[Board, StatusReport]:
+    """`status_board` and `status_report` of a run directory from one pass over its shards (what
+    `ifsweep status` shows: reading a large run's shards twice would double its wait)."""
+    run_dir = Path(run_dir)
+    now = time.time() if now is None else now
+    board, report = _Scan(since=now - RATE_WINDOW_S), _ReportScan(run_dir)
+    _read(run_dir, damaged, board, report)
+    return _board(run_dir, now, board), report.report()
+
+
+class _Accumulator(Protocol):
+    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None: ...
+
+
+def _read(run_dir: Path, damaged: list[DamageReport] | None, *into: _Accumulator) -> None:
+    """Every call and verdict record of the run, read and decoded once, handed to each of `into`."""
     for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
         rec = sl.record()
-        failed.add(rec)
+        for acc in into:
+            acc.add(sl, rec)
+
+
+@dataclass(slots=True)
+class _ReportScan:
+    """What `status_report` gathers from the shards, record by record."""
+
+    run_dir: Path
+    spent: SpendTally = field(default_factory=SpendTally)
+    failed: ErrorTally = field(default_factory=ErrorTally)
+    writers: list[str] = field(default_factory=list)
+    by_writer: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    judge_spent: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    # newest per key: (model, benchmark, is_error, instance_id or None for calls, judge or None)
+    newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.writers = [writer for writer, _, _ in shard_files(self.run_dir)]
+
+    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
+        self.failed.add(rec)
         entry: tuple[tuple[str, str], bool, str | None, str | None]
         group = group_of(rec)
         judge = rec.get("judge") if sl.kind != "generation" else None
@@ -164,61 +209,64 @@ def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> S
             verdict_error = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
             entry = (group, verdict_error, str(rec.get("instance_id")), judge)
         else:
-            spent.add(rec)
+            self.spent.add(rec)
             cost = rec.get("cost_usd")
             if isinstance(cost, int | float):
-                by_writer[writers[sl.file_no]] += float(cost)
+                self.by_writer[self.writers[sl.file_no]] += float(cost)
                 if judge is not None:
-                    judge_spent[judge] += float(cost)
+                    self.judge_spent[judge] += float(cost)
             entry = (group, sl.is_error, None, judge)
-        old = newest.get(sl.key)
+        old = self.newest.get(sl.key)
         if old is None or not entry[1] or old[1]:
-            newest[sl.key] = entry
-    # An instance is done when each configured judge has an error-free verdict of it (without a known
-    # panel, when any judge has).
-    verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
-    errors: dict[tuple[str, str], int] = defaultdict(int)
-    judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # judge -> [done, errors, calls]
-    for group, is_error, instance, judge in newest.values():
-        if instance is None:
-            errors[group] += is_error
-        elif not is_error:
-            verdicts[(group, instance)].add(judge)
-        if judge is not None:
-            judged[judge][2 if instance is None else 1 if is_error else 0] += 1
-    panel = set(_panel(run_dir))
-    done: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for (group, instance), by in verdicts.items():
-        if not panel or panel <= by:
-            done[group].add(instance)
-    planned = _planned(run_dir)
-    groups = sorted(set(planned) | set(spent.groups) | set(done) | set(errors))
-    rows = [
-        {
-            "model": m,
-            "benchmark": b,
-            "planned": planned.get((m, b)),
-            "done": len(done.get((m, b), ())),
-            "errors": errors.get((m, b), 0),
-            **spent.fields((m, b)),
-        }
-        for m, b in groups
-    ]
-    partitions, shared = _partitions(run_dir, by_writer)
-    pairs = sum(planned.values()) if planned else None
-    judges = [
-        {
-            "judge": label,
-            "planned": pairs,
-            "done": judged[label][0],
-            "errors": judged[label][1],
-            "calls": judged[label][2],
-            "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
-        }
-        for label in sorted(set(judged) | set(judge_spent), key=natural_key)
-    ]
-    total = round(sum(by_writer.values()), SPEND_DECIMALS)
-    return StatusReport(rows, partitions, total, failed.by_kind(), shared, judges)
+            self.newest[sl.key] = entry
+
+    def report(self) -> StatusReport:
+        run_dir, spent, judge_spent = self.run_dir, self.spent, self.judge_spent
+        # An instance is done when each configured judge has an error-free verdict of it (without a
+        # known panel, when any judge has).
+        verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
+        errors: dict[tuple[str, str], int] = defaultdict(int)
+        judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # judge -> [done, errors, calls]
+        for group, is_error, instance, judge in self.newest.values():
+            if instance is None:
+                errors[group] += is_error
+            elif not is_error:
+                verdicts[(group, instance)].add(judge)
+            if judge is not None:
+                judged[judge][2 if instance is None else 1 if is_error else 0] += 1
+        panel = set(_panel(run_dir))
+        done: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for (group, instance), by in verdicts.items():
+            if not panel or panel <= by:
+                done[group].add(instance)
+        planned = _planned(run_dir)
+        groups = sorted(set(planned) | set(spent.groups) | set(done) | set(errors))
+        rows = [
+            {
+                "model": m,
+                "benchmark": b,
+                "planned": planned.get((m, b)),
+                "done": len(done.get((m, b), ())),
+                "errors": errors.get((m, b), 0),
+                **spent.fields((m, b)),
+            }
+            for m, b in groups
+        ]
+        partitions, shared = _partitions(run_dir, self.by_writer)
+        pairs = sum(planned.values()) if planned else None
+        judges = [
+            {
+                "judge": label,
+                "planned": pairs,
+                "done": judged[label][0],
+                "errors": judged[label][1],
+                "calls": judged[label][2],
+                "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
+            }
+            for label in sorted(set(judged) | set(judge_spent), key=natural_key)
+        ]
+        total = round(sum(self.by_writer.values()), SPEND_DECIMALS)
+        return StatusReport(rows, partitions, total, self.failed.by_kind(), shared, judges)
 
 
 def _partitions(
@@ -302,21 +350,20 @@ class _Group:
 
 @dataclass(slots=True)
 class _Scan:
+    """What the board gathers from the shards, record by record (`add`), then per pair (`finish`). A
+    key written more than once (an error, then its retry) counts once, as its newest record says;
+    every record counts for dollars, 429s and pace; `since`: where the recent pace window starts."""
+
+    since: float
     endpoints: dict[str, _Endpoint] = field(default_factory=dict)
     groups: dict[tuple[str, str], _Group] = field(default_factory=lambda: defaultdict(_Group))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # calls still in error
     judge_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # distinct, per judge
+    # key -> (endpoint label, group, error)
+    newest: dict[bytes, tuple[str, tuple[str, str], bool]] = field(default_factory=dict)
 
-
-def _scan(
-    run_dir: Path, since: float, damaged: list[DamageReport] | None, panel: tuple[str, ...] = ()
-) -> _Scan:
-    """One pass over the shards. A key written more than once (an error, then its retry) counts once,
-    as its newest record says; every record counts for dollars, 429s and pace."""
-    out = _Scan()
-    newest: dict[bytes, tuple[str, tuple[str, str], bool]] = {}  # key -> (endpoint label, group, error)
-    for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
-        rec = sl.record()
+    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
+        newest = self.newest
         group = (str(rec.get("model")), str(rec.get("benchmark")))
         label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
         if sl.kind == "verdict":
@@ -324,27 +371,29 @@ def _scan(
             label = "verdict:" + str(rec.get("judge"))
         else:
             failed = sl.is_error
-            _count_call(out, label, group, sl.kind, rec, since, first=sl.key not in newest)
+            _count_call(self, label, group, sl.kind, rec, self.since, first=sl.key not in newest)
             if sl.kind == "judgment" and sl.key not in newest:
-                out.judge_calls[label] += 1
+                self.judge_calls[label] += 1
         old = newest.get(sl.key)
         if old is None or not failed or old[2]:
             newest[sl.key] = (label, group, failed)
-    # Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
-    # (without a known panel, every judge that wrote one), failed when any of them failed.
-    verdicts: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
-    for label, group, failed in newest.values():
-        if label.startswith("verdict:"):
-            counts = verdicts[group].setdefault(label[len("verdict:") :], [0, 0])
-            counts[failed] += 1
-        elif failed:
-            out.errors[label] += 1
-    for group, by_judge in verdicts.items():
-        wanted = [by_judge.get(j, [0, 0]) for j in panel] if panel else list(by_judge.values())
-        g = out.groups[group]
-        g.failed = max(f for _, f in wanted)
-        g.done = max(0, min(d + f for d, f in wanted) - g.failed)
-    return out
+
+    def finish(self, panel: tuple[str, ...]) -> _Scan:
+        """Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
+        (without a known panel, every judge that wrote one), failed when any of them failed."""
+        verdicts: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
+        for label, group, failed in self.newest.values():
+            if label.startswith("verdict:"):
+                counts = verdicts[group].setdefault(label[len("verdict:") :], [0, 0])
+                counts[failed] += 1
+            elif failed:
+                self.errors[label] += 1
+        for group, by_judge in verdicts.items():
+            wanted = [by_judge.get(j, [0, 0]) for j in panel] if panel else list(by_judge.values())
+            g = self.groups[group]
+            g.failed = max(f for _, f in wanted)
+            g.done = max(0, min(d + f for d, f in wanted) - g.failed)
+        return self
 
 
 def _number(rec: dict[str, Any], name: str) -> float:
@@ -405,13 +454,19 @@ def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageRe
     """The board of a run directory; with the ETA while its sweep runs (an unpartitioned one)."""
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
+    scan = _Scan(since=now - RATE_WINDOW_S)
+    _read(run_dir, damaged, scan)
+    return _board(run_dir, now, scan)
+
+
+def _board(run_dir: Path, now: float, gathered: _Scan) -> Board:
     state, updated, progress = _progress_of(run_dir)
     where = f"{run_dir / SUMMARY_NAME}: progress"
     plan = SweepPlan.from_json(where, progress) if progress else None
     running = state == "running" and now - updated < RUNNING_WITHIN_S
     if state == "running" and not running:
         state = "not running"
-    scan = _scan(run_dir, now - RATE_WINDOW_S, damaged, plan.panel if plan is not None else _panel(run_dir))
+    scan = gathered.finish(plan.panel if plan is not None else _panel(run_dir))
     reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
