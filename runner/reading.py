@@ -248,7 +248,7 @@ def _row(
     walked = reading.judge if label in panel and reading.judge is not None else label  # the panel's
     return EndpointRow(
         label=label,
-        role="judge" if label == reading.judge or (reading.plan and label in reading.plan.panel) else "model",
+        role="judge" if label == reading.judge or label in panel else "model",
         calls=calls,
         calls_expected=None if left is None else calls + left.get(label, 0.0),
         calls_per_min=pace.calls_per_min,
