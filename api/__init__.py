@@ -1,6 +1,6 @@
 """ifsweep: evaluate many LLMs on constraint-following benchmarks in one fast, budgeted, resumable sweep.
 
-The library API (each documented where it is defined, runner/library.py):
+The library API (each documented where it is defined, runner/commands/library.py):
 
     result = ifsweep.run("sweep.toml")          # or a dict of the same tables; blocking
     result = await ifsweep.arun(config)         # in a running event loop (a notebook cell)
@@ -23,19 +23,19 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below, for type checkers (`X as X`: re-exported)
+    from ifsweep.runner.commands.library import ConfigSource as ConfigSource
+    from ifsweep.runner.commands.library import Estimate as Estimate
+    from ifsweep.runner.commands.library import StatusRow as StatusRow
+    from ifsweep.runner.commands.library import SweepResult as SweepResult
+    from ifsweep.runner.commands.library import agreement as agreement
+    from ifsweep.runner.commands.library import arun as arun
+    from ifsweep.runner.commands.library import plan as plan
+    from ifsweep.runner.commands.library import report as report
+    from ifsweep.runner.commands.library import run as run
+    from ifsweep.runner.commands.library import scores as scores
+    from ifsweep.runner.commands.library import status as status
+    from ifsweep.runner.commands.library import verdicts as verdicts
     from ifsweep.runner.config import ConfigError as ConfigError
-    from ifsweep.runner.library import ConfigSource as ConfigSource
-    from ifsweep.runner.library import Estimate as Estimate
-    from ifsweep.runner.library import StatusRow as StatusRow
-    from ifsweep.runner.library import SweepResult as SweepResult
-    from ifsweep.runner.library import agreement as agreement
-    from ifsweep.runner.library import arun as arun
-    from ifsweep.runner.library import plan as plan
-    from ifsweep.runner.library import report as report
-    from ifsweep.runner.library import run as run
-    from ifsweep.runner.library import scores as scores
-    from ifsweep.runner.library import status as status
-    from ifsweep.runner.library import verdicts as verdicts
 
 # name -> the module that defines it, imported on first use (`import ifsweep` stays instant).
 _LAZY = {
@@ -55,7 +55,7 @@ _LAZY = {
             "status",
             "verdicts",
         ),
-        "ifsweep.runner.library",
+        "ifsweep.runner.commands.library",
     ),
 }
 

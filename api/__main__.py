@@ -1,5 +1,5 @@
 """`python -m ifsweep`: the same command line as the `ifsweep` script."""
 
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 
 raise SystemExit(main())

@@ -60,7 +60,7 @@ NO_PROMPT = PromptText(frozenset(), "")  # for reading a reply on its own (tests
 
 def task_prompt(task: JudgeTask) -> PromptText:
     """What a judge of `task` may have been sent: its system message, every turn's user message, and
-    each turn's re-ask follow-up (runner/pipeline.py sends it when a reply is unparsed)."""
+    each turn's re-ask follow-up (runner/engine/pipeline.py sends it when a reply is unparsed)."""
     texts = [] if task.system is None else [task.system]
     for turn in task.turns:
         texts.append(turn.user)

@@ -2,7 +2,7 @@
 have (each benchmark object hands its own out as `release`; a plugin pins its own).
 
 This module is the one place in the code that names the built-in benchmarks' hosts; docs/data.md
-explains each pin. A mirror replaces only the base URL (runner.datasets), never the digests, so a
+explains each pin. A mirror replaces only the base URL (runner.engine.datasets), never the digests, so a
 mirrored file is still checked against what the benchmark's authors published at the pinned revision.
 """
 

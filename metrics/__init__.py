@@ -18,9 +18,9 @@ from ifsweep.metrics.coverage import coverage_metrics
 from ifsweep.metrics.instances import kept_expr, per_instance
 from ifsweep.metrics.paired import paired_differences
 from ifsweep.metrics.panel import MAJORITY, judges_in, majority_rows, one_judge, select_judges
-from ifsweep.metrics.report_html import render_html
-from ifsweep.metrics.report_markdown import render_markdown
-from ifsweep.metrics.report_text import render_csv, render_json, render_table
+from ifsweep.metrics.render.report_html import render_html
+from ifsweep.metrics.render.report_markdown import render_markdown
+from ifsweep.metrics.render.report_text import render_csv, render_json, render_table
 from ifsweep.metrics.schema import (
     METRIC_COLUMNS,
     VERDICT_SCHEMA,

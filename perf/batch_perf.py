@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main as cli_main
-from ifsweep.runner.shards import scan_shards
+from ifsweep.runner.commands.cli import main as cli_main
+from ifsweep.runner.store.shards import scan_shards
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings
 
@@ -117,7 +117,7 @@ def main() -> int:
             cfg = tmp / "killed.toml"
             cfg.write_text(config(run_dir, sim.base_url, args.models, args.limit, data, batch))
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+                [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )

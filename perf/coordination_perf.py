@@ -90,7 +90,15 @@ def run_partitions(cfg: Path) -> tuple[list[int], float]:
     t0 = time.perf_counter()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), "--partition", f"{i}/{PARTS}"],
+            [
+                sys.executable,
+                "-m",
+                "ifsweep.runner.commands.cli",
+                "run",
+                str(cfg),
+                "--partition",
+                f"{i}/{PARTS}",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

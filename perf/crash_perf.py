@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_resume_crash import SEED, crash_chain, resends, run_child, sweep_toml, verdicts
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main as cli_main
+from ifsweep.runner.commands.cli import main as cli_main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 BENCH = benchmarks.names()

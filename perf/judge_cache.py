@@ -14,7 +14,7 @@ Goals: >= 80% cached, >= 60% fewer judge input dollars.
 real: llama.cpp's prompt cache lives per slot; SmolLM2 reads a Chinese EIFBench judge prompt (about
 5,000 of its tokens) in tens of seconds on this machine, so a whole task is out of reach: the first
 N judge prompts of one party task (answer: a fixed text) go through the same endpoint, gate and hints
-the pipeline uses (runner/warmup.py), warmed-then-fanned-out against all at once. Cached tokens are
+the pipeline uses (runner/engine/warmup.py), warmed-then-fanned-out against all at once. Cached tokens are
 what the server reports (prompt_tokens_details.cached_tokens).
 """
 
@@ -38,9 +38,9 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import Completion, EndpointSpec, Price
 from ifsweep.runner.config import load_config
-from ifsweep.runner.shards import RunStore
-from ifsweep.runner.sweep import check_ready, load_work, run_sweep
-from ifsweep.runner.warmup import WarmGate, hints_for
+from ifsweep.runner.engine.sweep import check_ready, load_work, run_sweep
+from ifsweep.runner.engine.warmup import WarmGate, hints_for
+from ifsweep.runner.store.shards import RunStore
 
 HERE = Path(__file__).resolve().parent
 EIFBENCH = HERE.parents[1] / "shared" / "benchmarks" / "EIFBench"

@@ -214,8 +214,8 @@ def sweep_rows(api_base: str, tmp: Path, reask: int) -> dict[str, dict[str, int]
     """Judge-scored verdict rows by status per benchmark, from a real `ifsweep run` (paper mode)."""
     from collections import Counter
 
-    from ifsweep.runner.cli import main as cli
-    from ifsweep.runner.shards import RunStore
+    from ifsweep.runner.commands.cli import main as cli
+    from ifsweep.runner.store.shards import RunStore
 
     out = tmp / "run"
     endpoint = (

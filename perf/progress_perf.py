@@ -28,14 +28,14 @@ from client_overhead import start_simulator
 
 from ifsweep import benchmarks
 from ifsweep.providers import EndpointStats
-from ifsweep.runner.board import plain_line, rich_board
 from ifsweep.runner.config import load_config
-from ifsweep.runner.pipeline import Counters
-from ifsweep.runner.progress import RICH_EVERY_S, VIEW_SHARE, ProgressState
-from ifsweep.runner.reading import SweepPlan
-from ifsweep.runner.shards import RunStore
-from ifsweep.runner.sweep import load_work, run_sweep
-from ifsweep.runner.workload import BenchShape
+from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.engine.sweep import load_work, run_sweep
+from ifsweep.runner.store.shards import RunStore
+from ifsweep.runner.watch.board import plain_line, rich_board
+from ifsweep.runner.watch.progress import RICH_EVERY_S, VIEW_SHARE, ProgressState
+from ifsweep.runner.watch.reading import SweepPlan
+from ifsweep.runner.watch.workload import BenchShape
 
 SHAPES = {  # FollowBench-like, CFBench-like, EIFBench-party-like
     "fb": BenchShape(judge_calls=0.57, judge_depth=0.57, prompt_tokens=400, judge_prompt_tokens=1000),
@@ -164,7 +164,7 @@ def view_costs(models: int, refreshes: int) -> dict[str, float]:
 
 
 def _use(state: ProgressState) -> tuple[dict[tuple[str, str], object], dict[str, object]]:
-    from ifsweep.runner.workload import Tally, use_by_endpoint
+    from ifsweep.runner.watch.workload import Tally, use_by_endpoint
 
     tallies = {k: Tally.of(c) for k, c in state.counters.items()}
     return tallies, use_by_endpoint(tallies, "judge")  # type: ignore[return-value]

@@ -30,7 +30,7 @@ from ifsweep.simulator import SimulatorThread
 GOAL_S = 1.5
 # Our resume: the command itself. The baseline: the command after importing litellm, as a resume that
 # looked its prices up through litellm did.
-OURS = "from ifsweep.runner.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
+OURS = "from ifsweep.runner.commands.cli import main; import sys; sys.exit(main(sys.argv[1:]))"
 BASELINE = "from ifsweep.providers.pricing import import_litellm; import_litellm(); " + OURS
 
 

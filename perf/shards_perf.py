@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from ifsweep.runner.compact import compact, load_verdict_rows
-from ifsweep.runner.shards import RunStore, encode_line, record_key
+from ifsweep.runner.store.compact import compact, load_verdict_rows
+from ifsweep.runner.store.shards import RunStore, encode_line, record_key
 
 
 def gen_record(i: int) -> dict[str, Any]:

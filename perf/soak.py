@@ -30,8 +30,8 @@ from typing import Any
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import Completion, EndpointSpec, Price
-from ifsweep.runner.pipeline import completion_record
-from ifsweep.runner.shards import RunStore, record_key
+from ifsweep.runner.engine.pipeline import completion_record
+from ifsweep.runner.store.shards import RunStore, record_key
 
 # 2% spread over every non-429 fault, 5% 429s half with and half without Retry-After.
 MIXED = (

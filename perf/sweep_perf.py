@@ -47,8 +47,8 @@ import orjson
 
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.runner.config import load_config
-from ifsweep.runner.process import OwnedProcess
-from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
+from ifsweep.runner.engine.process import OwnedProcess
+from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
 
 HERE = Path(__file__).resolve().parent
 FOLLOWBENCH = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
@@ -192,13 +192,22 @@ def sweep_in_process(cfg_path: Path, profile: Path | None = None) -> Measured:
 
 
 def sweep_subprocess(cfg_path: Path, *extra: str) -> tuple[int, float, float, int]:
-    """`python -m runner.cli run CFG` as a child: (exit code, wall s, CPU s, peak RSS in KiB).
+    """`python -m runner.commands.cli run CFG` as a child: (exit code, wall s, CPU s, peak RSS in KiB).
 
     The peak is the child's own VmHWM, read from /proc while it runs: wait4's ru_maxrss would also count
     this (bigger) process, whose pages the child held between fork and exec."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall0 = time.perf_counter()
-    cmd = [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg_path), "--progress", "off", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ifsweep.runner.commands.cli",
+        "run",
+        str(cfg_path),
+        "--progress",
+        "off",
+        *extra,
+    ]
     proc = subprocess.Popen(cmd)
     peak = 0
     while proc.poll() is None:
@@ -446,7 +455,7 @@ def limits(root: Path, run: int, copies: int = 3) -> dict[str, float]:
 
 
 def _generation_records(run_dir: Path) -> list[dict[str, Any]]:
-    from ifsweep.runner.shards import RunStore
+    from ifsweep.runner.store.shards import RunStore
 
     store = RunStore.open(run_dir, writer_id="perf_reader")
     try:

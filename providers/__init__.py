@@ -17,8 +17,8 @@ from ifsweep.providers.records import (
     Price,
     UnknownPrice,
 )
-from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
-from ifsweep.providers.scrub import scrub
+from ifsweep.providers.send.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.send.scrub import scrub
 
 __all__ = [
     "Budget",

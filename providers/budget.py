@@ -2,7 +2,7 @@
 
 All mutation happens without an await in between, so on one event loop every reserve/settle is atomic
 and concurrent calls can never jointly overshoot a cap. With a shared ledger (a coordinator's, see
-providers/coordination.py) the caps are checked there instead, against what every process of the sweep
+providers/coord/interfaces.py) the caps are checked there instead, against what every process of the sweep
 spent and holds; this process's own figures are still kept here.
 """
 
@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ifsweep.providers.coordination import SharedLedger
+from ifsweep.providers.coord.interfaces import SharedLedger
 from ifsweep.providers.records import BudgetExhausted
 
 SWEEP_SCOPE = "sweep"

@@ -17,8 +17,8 @@ from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
 
-from ifsweep.providers.coordination import RateGrant, SharedRates, Window
-from ifsweep.providers.retry import header, parse_duration
+from ifsweep.providers.coord.interfaces import RateGrant, SharedRates, Window
+from ifsweep.providers.send.retry import header, parse_duration
 
 EventKind = Literal["backoff", "rate_limited", "limit_learned", "error"]
 

@@ -13,14 +13,11 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import anyio.abc
 
-from ifsweep.providers.batch import BatchEndpoint, BatchJournal, MemoryJournal
-from ifsweep.providers.batch_clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
+from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
+from ifsweep.providers.batch.endpoint import BatchEndpoint, BatchJournal, MemoryJournal
 from ifsweep.providers.budget import Budget
-from ifsweep.providers.context import overflow_in
-from ifsweep.providers.coordination import RateCoordinator
-from ifsweep.providers.fast import DEFAULT_BASES, DUMMY_KEY, FAST_PROVIDERS, FastSender, Reply, reply_status
+from ifsweep.providers.coord.interfaces import RateCoordinator
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
-from ifsweep.providers.prefix import CacheHint, cache_params, caches_prefixes
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import (
     Completion,
@@ -29,9 +26,19 @@ from ifsweep.providers.records import (
     Price,
     UnknownPrice,
 )
-from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
-from ifsweep.providers.scrub import redact_values, scrub, secret_values
-from ifsweep.providers.via_litellm import LiteLLMSender
+from ifsweep.providers.send.context import overflow_in
+from ifsweep.providers.send.fast import (
+    DEFAULT_BASES,
+    DUMMY_KEY,
+    FAST_PROVIDERS,
+    FastSender,
+    Reply,
+    reply_status,
+)
+from ifsweep.providers.send.prefix import CacheHint, cache_params, caches_prefixes
+from ifsweep.providers.send.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.send.scrub import redact_values, scrub, secret_values
+from ifsweep.providers.send.via_litellm import LiteLLMSender
 
 if TYPE_CHECKING:
     import aiohttp
@@ -355,7 +362,7 @@ class Endpoint:
         params = spec.params
         max_out = params.get("max_tokens", params.get("max_completion_tokens"))
         self._max_out = max_out if isinstance(max_out, int) else DEFAULT_RESERVE_OUTPUT_TOKENS
-        # Whether callers should warm a shared prompt prefix with one call before the rest (runner/warmup.py).
+        # Whether callers warm a shared prompt prefix with one call before the rest (runner/engine/warmup.py).
         self.caches_prefixes = caches_prefixes(spec, route.provider, route.api_base)
 
     def price(self) -> Price | None:
@@ -416,7 +423,7 @@ class Endpoint:
     ) -> Completion:
         """One logical call: reserve, pace, send, retry, settle. Raises only BudgetExhausted. `cache`
         says which prefix the prompt shares with other calls (a routing hint; the prompt is unchanged);
-        `key`, the caller's name for the call, matters only in batch mode (providers/batch.py)."""
+        `key`, the caller's name for the call, matters only in batch mode (providers/batch/endpoint.py)."""
         self._shared.counters.calls += 1
         start = time.perf_counter()
         try:

@@ -45,7 +45,7 @@ def _per_mtok(value: float | None) -> float | None:
 
 def _import_offline() -> ModuleType:
     """litellm reads LITELLM_LOCAL_MODEL_COST_MAP once, while it is imported, to decide whether to fetch
-    its price map over HTTPS. The `ifsweep` command sets it for its whole process (runner/cli.py); a
+    its price map over HTTPS. The `ifsweep` command sets it for its whole process (runner/commands/cli.py); a
     library caller's environment is left as found: the variable is set for the import alone."""
     name = "LITELLM_LOCAL_MODEL_COST_MAP"
     before = os.environ.get(name)

@@ -26,7 +26,7 @@ ErrorKind = Literal[
 
 
 BATCH_DISCOUNT = 0.5  # a Batch API's price when the price table gives none
-BATCH_KIND = "batch"  # the record kind of batch mode's journal (providers/batch.py)
+BATCH_KIND = "batch"  # the record kind of batch mode's journal (providers/batch/endpoint.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,7 @@ def _or(value: float | None, default: float) -> float:
 @dataclass(frozen=True, slots=True)
 class BatchPolicy:
     """`batch = true` on a model or the judge: its calls go through the provider's Batch API
-    (providers/batch.py). A batch is submitted when `max_requests` are waiting or the oldest has waited
+    (providers/batch/endpoint.py). A batch is submitted when `max_requests` are waiting or the oldest waited
     `max_age_s`; it is polled after `poll_s`, the interval doubling up to `poll_max_s`; a request whose
     batch failed or expired joins up to `max_retries` later batches."""
 
@@ -110,7 +110,7 @@ class EndpointSpec:
     force_litellm: bool = False  # send through litellm.acompletion even when the fast path could
     timeout_s: float = 120.0  # per-call deadline, retries included
     # Warm a shared prompt prefix with one call before sending the calls that share it
-    # (providers/prefix.py); None: on where the provider caches prefixes.
+    # (providers/send/prefix.py); None: on where the provider caches prefixes.
     cache_dispatch: bool | None = None
     batch: BatchPolicy | None = None  # send through the provider's Batch API
 

@@ -8,9 +8,9 @@ from ifsweep.runner.config import (
     load_config,
     parse_config,
 )
+from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
 from ifsweep.runner.errors import UsageError
-from ifsweep.runner.shards import DiskFullError, RunStore, record_key
-from ifsweep.runner.sweep import SweepResult, check_ready, load_work, run_sweep
+from ifsweep.runner.store.shards import DiskFullError, RunStore, record_key
 
 __all__ = [
     "BenchmarkConfig",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ifsweep.providers.coordination import ENV_VAR as COORDINATOR_ENV
-from ifsweep.providers.coordination import CoordinatorSettings, parse_coordinator
+from ifsweep.providers.coord.interfaces import ENV_VAR as COORDINATOR_ENV
+from ifsweep.providers.coord.interfaces import CoordinatorSettings, parse_coordinator
 from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
 
 ScoringMode = Literal["paper", "reference"]

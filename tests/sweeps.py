@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep import benchmarks
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.store.shards import RunStore
 
 
 def toml_config(

@@ -14,7 +14,7 @@ import pytest
 from sweeps import toml_config
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 DATA_CASES = {"not_json_at_record", "schema_broken", "schema_broken_cfbench"}
@@ -177,7 +177,7 @@ def test_a_real_process_prints_no_traceback(world: tuple[Path, str]) -> None:
     cfg.write_text(text, encoding="utf-8")
     before = snapshot(root / "run")
     proc = subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -22,11 +22,11 @@ import orjson
 import pytest
 from sweeps import stored_records, toml_config
 
-from ifsweep.providers.batch_clients import OpenAIBatchClient
-from ifsweep.runner.batches import open_batches
-from ifsweep.runner.cli import main
+from ifsweep.providers.batch.clients import OpenAIBatchClient
+from ifsweep.runner.commands.cli import main
 from ifsweep.runner.config import ConfigError, parse_config
-from ifsweep.runner.shards import scan_shards
+from ifsweep.runner.engine.batches import open_batches
+from ifsweep.runner.store.shards import scan_shards
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings, FaultRates
 
@@ -248,7 +248,7 @@ def test_config_validates_batch() -> None:
 
 def child(cfg: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -413,8 +413,8 @@ async def listing(sim: SimulatorThread) -> list[Any]:
 
 
 def test_batch_progress_line() -> None:
-    from ifsweep.providers.batch import BatchProgress
-    from ifsweep.runner.progress import batch_text
+    from ifsweep.providers.batch.endpoint import BatchProgress
+    from ifsweep.runner.watch.progress import batch_text
 
     running = BatchProgress("judge", submitted=3, running=2, done=1, requests_waiting=40, eta_s=300.0)
     idle = BatchProgress("m", submitted=1, running=0, done=1, requests_waiting=0, eta_s=None)
@@ -427,9 +427,9 @@ def test_batch_progress_line() -> None:
 
 
 def test_plan_prices_batch_mode_at_the_batch_price(tmp_path: Path) -> None:
+    from ifsweep.runner.commands.planning import estimate
     from ifsweep.runner.config import load_config
-    from ifsweep.runner.planning import estimate
-    from ifsweep.runner.sweep import load_work
+    from ifsweep.runner.engine.sweep import load_work
 
     def costs(batch: str | None) -> list[tuple[float | None, float | None]]:
         cfg_path = tmp_path / f"{batch is not None}.toml"
@@ -469,7 +469,7 @@ def test_one_request_asked_twice_at_once_is_submitted_once_and_paid_once(
 
 def one_call_with_journal(sim: SimulatorThread, record: dict[str, Any]) -> tuple[Any, Any]:
     """One batch-mode call for key "k1" from a pool whose journal holds `record` for batch "i1"."""
-    from ifsweep.providers.batch import MemoryJournal
+    from ifsweep.providers.batch.endpoint import MemoryJournal
     from ifsweep.providers.budget import Budget
     from ifsweep.providers.pool import ProviderPool
     from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.runner.checking import count_instances, parse_options
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.checking import count_instances, parse_options
+from ifsweep.runner.commands.cli import main
 from ifsweep.runner.errors import UsageError
 
 

@@ -16,7 +16,7 @@ from sweeps import stored_records
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance, ScoringMode
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 MODELS = ("alpha", "beta")

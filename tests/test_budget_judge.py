@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sweeps import toml_config
 
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"

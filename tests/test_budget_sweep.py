@@ -13,7 +13,7 @@ import pytest
 from sweeps import stored_records
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"

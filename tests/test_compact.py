@@ -1,5 +1,5 @@
-"""Compaction equals streaming, newest-per-key reading, status table, partitions (runner/compact.py,
-runner/status.py, runner/partition.py)."""
+"""Compaction equals streaming, newest-per-key reading, status table, partitions (runner/store/compact.py,
+runner/watch/status.py, runner/engine/partition.py)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from ifsweep.runner.compact import (
+from ifsweep.runner.engine.partition import Partition, in_partition, parse_partition
+from ifsweep.runner.store.compact import (
     CALL_COLUMNS,
     VERDICT_COLUMNS,
     compact,
     load_call_records,
     load_verdict_rows,
 )
-from ifsweep.runner.partition import Partition, in_partition, parse_partition
-from ifsweep.runner.shards import RunStore, record_key
-from ifsweep.runner.status import status_table
+from ifsweep.runner.store.shards import RunStore, record_key
+from ifsweep.runner.watch.status import status_table
 
 
 def call(

@@ -97,7 +97,7 @@ def test_malformed_toml_and_missing_file(tmp_path: Path) -> None:
 def test_cli_exits_2_and_touches_no_run_dir(tmp_path: Path) -> None:
     bad = write(tmp_path, GOOD.replace("concurrency = 16", "concurrency = 0"))
     proc = subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(bad)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(bad)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -109,7 +109,7 @@ def test_cli_exits_2_and_touches_no_run_dir(tmp_path: Path) -> None:
 
 def test_help_does_not_import_litellm() -> None:
     code = (
-        "import sys; from runner.cli import main\n"
+        "import sys; from runner.commands.cli import main\n"
         "try:\n main(['--help'])\nexcept SystemExit: pass\n"
         "print('litellm' in sys.modules, 'polars' in sys.modules)"
     )

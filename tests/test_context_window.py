@@ -13,12 +13,12 @@ import orjson
 import pytest
 from sweeps import toml_config
 
-from ifsweep.providers.context import Overflow, overflow_in
-from ifsweep.providers.fast import error_detail
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.providers.retry import HttpStatusError, classify
-from ifsweep.runner.cli import main
-from ifsweep.runner.windows import Window, window_of
+from ifsweep.providers.send.context import Overflow, overflow_in
+from ifsweep.providers.send.fast import error_detail
+from ifsweep.providers.send.retry import HttpStatusError, classify
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.commands.windows import Window, window_of
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 LLAMA_BODY = orjson.dumps(

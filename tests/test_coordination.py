@@ -16,10 +16,10 @@ import redis
 from redis_server import free_port, redis_server
 
 from ifsweep.providers.budget import Budget
-from ifsweep.providers.coordination import CoordinatorError, parse_coordinator
+from ifsweep.providers.coord.interfaces import CoordinatorError, parse_coordinator
+from ifsweep.providers.coord.redis_state import Baseline, RedisCoordinator
 from ifsweep.providers.limits import EndpointLimiter, ProviderEvent
 from ifsweep.providers.records import BudgetExhausted
-from ifsweep.providers.redis_state import Baseline, RedisCoordinator
 
 ENDPOINT = ("openai", "http://127.0.0.1:1/v1", None, "m")
 
@@ -278,8 +278,8 @@ def test_without_the_redis_client_a_coordinator_is_refused_clearly(tmp_path: Pat
     )
     code = (
         "import sys; sys.modules['redis'] = None\n"
-        "import ifsweep.runner.sweep, ifsweep.providers.pool\n"
-        "from ifsweep.runner.coordinator import join\n"
+        "import ifsweep.runner.engine.sweep, ifsweep.providers.pool\n"
+        "from ifsweep.runner.engine.coordinator import join\n"
         "from ifsweep.runner.config import load_config\n"
         "import anyio\n"
         f"cfg = load_config({str(cfg)!r})\n"
@@ -291,5 +291,7 @@ def test_without_the_redis_client_a_coordinator_is_refused_clearly(tmp_path: Pat
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.startswith("CoordinatorError"), out.stderr
     assert "pip install 'ifsweep[redis]'" in out.stdout
-    light = "import sys, ifsweep.runner.sweep, ifsweep.runner.cli; print('redis' in sys.modules)"
+    light = (
+        "import sys, ifsweep.runner.engine.sweep, ifsweep.runner.commands.cli; print('redis' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", light], capture_output=True, text=True).stdout == "False\n"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from sweeps import toml_config
 
-from ifsweep.providers.coordination import DEFAULT_LEASE_S, parse_coordinator
-from ifsweep.runner.cli import main
+from ifsweep.providers.coord.interfaces import DEFAULT_LEASE_S, parse_coordinator
+from ifsweep.runner.commands.cli import main
 from ifsweep.runner.config import ConfigError, load_config
-from ifsweep.runner.partition import Partition, partition_from_env
+from ifsweep.runner.engine.partition import Partition, partition_from_env
 
 
 def config_with(tmp_path: Path, run_extra: str) -> Path:

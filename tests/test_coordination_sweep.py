@@ -19,12 +19,12 @@ from sweeps import toml_config
 from test_resume_crash import verdicts
 
 from ifsweep import benchmarks
-from ifsweep.providers.coordination import parse_coordinator
-from ifsweep.providers.redis_state import RedisCoordinator
-from ifsweep.runner.cli import main
-from ifsweep.runner.coordinator import sweep_id
-from ifsweep.runner.shards import scan_shards
-from ifsweep.runner.status import status_report
+from ifsweep.providers.coord.interfaces import parse_coordinator
+from ifsweep.providers.coord.redis_state import RedisCoordinator
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.engine.coordinator import sweep_id
+from ifsweep.runner.store.shards import scan_shards
+from ifsweep.runner.watch.status import status_report
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,15 @@ def config(
 def start_partitions(cfg: Path, indexes: range = range(PARTS)) -> list[subprocess.Popen[bytes]]:
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), "--partition", f"{i}/{PARTS}"],
+            [
+                sys.executable,
+                "-m",
+                "ifsweep.runner.commands.cli",
+                "run",
+                str(cfg),
+                "--partition",
+                f"{i}/{PARTS}",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )

@@ -1,5 +1,5 @@
 """The pinned, verified download: a real HTTP server on 127.0.0.1 serves the shared benchmark files (or a
-tampered copy), and runner.datasets fetches them into a temporary cache."""
+tampered copy), and runner.engine.datasets fetches them into a temporary cache."""
 
 from __future__ import annotations
 
@@ -20,7 +20,13 @@ from ifsweep.benchmarks.base import DataFile, Release
 from ifsweep.benchmarks.cfbench import CFBench
 from ifsweep.benchmarks.records import DataError
 from ifsweep.benchmarks.releases import CFBENCH, EIFBENCH, FOLLOWBENCH, INFOBENCH
-from ifsweep.runner.datasets import DownloadError, cache_root, ensure_release, file_digests, git_blob_sha1
+from ifsweep.runner.engine.datasets import (
+    DownloadError,
+    cache_root,
+    ensure_release,
+    file_digests,
+    git_blob_sha1,
+)
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared benchmark data not present")

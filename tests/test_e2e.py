@@ -13,8 +13,8 @@ import pytest
 from sweeps import toml_config
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import RunStore
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 

@@ -23,7 +23,7 @@ from sweeps import stored_records, toml_config
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks.records import REASK_LEAD
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 ALL = tuple(benchmarks.names())
@@ -168,7 +168,7 @@ def test_a_follow_up_quotes_the_reply_and_the_benchmarks_rule(tmp_path: Path) ->
 
 
 def test_judge_echo_is_a_checked_rate_and_a_serve_mock_option(capsys: pytest.CaptureFixture[str]) -> None:
-    from ifsweep.runner.cli import main as cli
+    from ifsweep.runner.commands.cli import main as cli
     from ifsweep.simulator.server import _parser, config_from_args
 
     assert config_from_args(_parser().parse_args(["--judge-echo", "0.25"])).judge_echo == 0.25

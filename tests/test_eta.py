@@ -1,5 +1,5 @@
-"""The ETA's pure parts: capacities (runner/eta.py), the walk over phases (runner/walk.py), rates
-over a window (runner/pace.py), what is left of a (model, benchmark) (runner/workload.py), and the
+"""The ETA's pure parts: capacities (runner/watch/eta.py), the walk over phases (runner/watch/walk.py), rates
+over a window (runner/watch/pace.py), what is left of a (model, benchmark) (runner/watch/workload.py), and the
 live state's ETA on an injected clock."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import math
 import pytest
 
 from ifsweep.providers import EndpointStats
-from ifsweep.runner.eta import INF, Capacity, Lane, Phase, capacity, scaled
-from ifsweep.runner.pace import MIN_SPAN_S, Window
-from ifsweep.runner.pipeline import Counters
-from ifsweep.runner.progress import ProgressState
-from ifsweep.runner.reading import SweepPlan
-from ifsweep.runner.walk import outlook, waterfill
-from ifsweep.runner.workload import BenchShape, Tally, lanes_of, phase_of, token_means
+from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.watch.eta import INF, Capacity, Lane, Phase, capacity, scaled
+from ifsweep.runner.watch.pace import MIN_SPAN_S, Window
+from ifsweep.runner.watch.progress import ProgressState
+from ifsweep.runner.watch.reading import SweepPlan
+from ifsweep.runner.watch.walk import outlook, waterfill
+from ifsweep.runner.watch.workload import BenchShape, Tally, lanes_of, phase_of, token_means
 
 
 def rpm(n: float) -> Capacity:

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
-from ifsweep.runner.progress import PLAIN_EVERY_S
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.watch.progress import PLAIN_EVERY_S
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 TOLERANCE = 0.25  # of the time left

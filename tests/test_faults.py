@@ -17,7 +17,7 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.limits import AdaptiveConcurrency
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import Completion, EndpointSpec, Price
-from ifsweep.providers.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.send.retry import RetryDecision, RetryPolicy, classify
 from ifsweep.simulator import FaultRates, SimConfig, Simulator
 from ifsweep.simulator.config import FAULT_NAMES
 

@@ -33,7 +33,7 @@ FAULTS = FaultRates(**dict.fromkeys(FAULT_NAMES, 0.04))
 def run_ifsweep(cfg: Path) -> subprocess.CompletedProcess[str]:
     env = {**_env(), KEY_ENV: SECRET}
     return subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -144,7 +144,7 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
         assert f'"errors": {sum(v["status"] == "error" for v in verdicts)}' in summary
 
         report = subprocess.run(
-            [sys.executable, "-m", "ifsweep.runner.cli", "report", str(out), "--format", "md"],
+            [sys.executable, "-m", "ifsweep.runner.commands.cli", "report", str(out), "--format", "md"],
             capture_output=True,
             text=True,
             timeout=120,

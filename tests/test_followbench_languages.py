@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.runner.config import ConfigError, load_config
 from ifsweep.simulator import SimConfig, SimulatorThread
 

@@ -22,8 +22,8 @@ from ifsweep.benchmarks.cfbench import (
     reference_metric_of,
 )
 from ifsweep.benchmarks.followbench import judge_prompt
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import RunStore
 
 # (model, idx) -> per-item values of paper mode, where they differ from reference mode (all True there);
 # the table of docs/benchmarks/cfbench.md.

@@ -16,8 +16,8 @@ import pytest
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance
 from ifsweep.benchmarks.followbench import judge_prompt
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import RunStore
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

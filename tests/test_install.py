@@ -81,7 +81,9 @@ def test_one_package_in_site_packages_and_the_readme_example_runs(tmp_path: Path
     for name in SHADOWS:
         (work / name).mkdir(parents=True)
         (work / name / "__init__.py").write_text(f"raise ImportError('the folder {name}/ was imported')\n")
-    where = run(python, "-c", "import ifsweep.runner.library as m; print(m.__file__)", cwd=work).stdout
+    where = run(
+        python, "-c", "import ifsweep.runner.commands.library as m; print(m.__file__)", cwd=work
+    ).stdout
     assert Path(where.strip()).is_relative_to(site)
 
     done = run(python, "-c", readme_example(), cwd=work)

@@ -16,15 +16,15 @@ from sweeps import stored_records, toml_config
 from ifsweep import benchmarks
 from ifsweep.providers.budget import Budget
 from ifsweep.providers.pool import ProviderPool
-from ifsweep.providers.prefix import CacheHint, PrefixEnd, with_breakpoint
 from ifsweep.providers.records import EndpointSpec, Price
-from ifsweep.runner.cli import main
+from ifsweep.providers.send.prefix import CacheHint, PrefixEnd, with_breakpoint
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.commands.planning import estimate
+from ifsweep.runner.commands.reporting import render_status
 from ifsweep.runner.config import ConfigError, load_config
-from ifsweep.runner.planning import estimate
-from ifsweep.runner.reporting import render_status
-from ifsweep.runner.status import status_table
-from ifsweep.runner.sweep import load_work
-from ifsweep.runner.warmup import MIN_PREFIX_TOKENS, group_by_prefix
+from ifsweep.runner.engine.sweep import load_work
+from ifsweep.runner.engine.warmup import MIN_PREFIX_TOKENS, group_by_prefix
+from ifsweep.runner.watch.status import status_table
 from ifsweep.simulator import SimConfig, Simulator, SimulatorThread
 from ifsweep.simulator.prefix import BLOCK_TOKENS, MIN_CACHED_TOKENS
 

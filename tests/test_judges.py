@@ -20,7 +20,7 @@ from sweeps import stored_records
 
 import ifsweep
 from ifsweep import benchmarks, metrics
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
@@ -391,7 +391,7 @@ def test_plan_and_budget_cap_per_judge(sim: SimulatorThread, tmp_path: Path) -> 
         assert [s.judge for s in r.judges] == ["j0", "pricey"]
         assert r.judge_calls == sum(s.calls for s in r.judges) and r.judges[0].calls == r.judges[1].calls
         assert r.judges[1].cost_high is not None and r.judges[1].cost_high < (r.judges[0].cost_high or 0)
-    from ifsweep.runner.planning import render_estimate
+    from ifsweep.runner.commands.planning import render_estimate
 
     text = render_estimate(rows)
     assert text.splitlines()[-2].split()[0] == "j0" and text.splitlines()[-1].split()[0] == "pricey"
@@ -483,8 +483,8 @@ def test_bootstrap_intervals_match_an_independent_resampling(sim: SimulatorThrea
 
 
 def test_a_panel_is_walked_at_n_times_its_slowest_judge() -> None:
-    from ifsweep.runner.eta import Capacity
-    from ifsweep.runner.reading import panel_capacity
+    from ifsweep.runner.watch.eta import Capacity
+    from ifsweep.runner.watch.reading import panel_capacity
 
     fast, slow = Capacity(4.0, 1000.0, 0.5, "rpm"), Capacity(1.0, 5000.0, 2.0, "concurrency")
     # Each judge makes half the calls: two judges manage twice the slower one's pace, and a pair waits

@@ -1,4 +1,4 @@
-"""runner/keyindex.py against the obvious model: a dict that applies the store's precedence rule."""
+"""runner/store/keyindex.py against the obvious model: a dict that applies the store's precedence rule."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ifsweep.runner.keyindex import KeyIndex, Location, normalized
+from ifsweep.runner.store.keyindex import KeyIndex, Location, normalized
 
 Op = tuple[bytes, int, int, int, bool]  # key, file number, offset, length, is_error
 

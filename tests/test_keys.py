@@ -1,4 +1,4 @@
-"""What a stored result is keyed by (runner.keys): the endpoint that answered, and for verdicts the
+"""What a stored result is keyed by (runner.store.keys): the endpoint that answered, and for verdicts the
 instance. Real sweeps against two simulators on loopback, real run directories."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from sweeps import stored_records
 
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.runner import keys
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 from ifsweep.runner.config import BenchmarkConfig
-from ifsweep.runner.pipeline import BenchJob, Counters, Pipeline
-from ifsweep.runner.shards import RunStore
-from ifsweep.runner.status import status_table
-from ifsweep.runner.verify import IncompleteVerdicts, check_verdicts, planned
+from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.store import keys
+from ifsweep.runner.store.shards import RunStore
+from ifsweep.runner.store.verify import IncompleteVerdicts, check_verdicts, planned
+from ifsweep.runner.watch.status import status_table
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 
@@ -266,7 +266,7 @@ def test_the_fast_path_identity_does_not_import_litellm() -> None:
     code = (
         "import sys\n"
         "from ifsweep.providers.records import EndpointSpec\n"
-        "from ifsweep.runner.keys import endpoint_identity\n"
+        "from ifsweep.runner.store.keys import endpoint_identity\n"
         "spec = EndpointSpec(label='m', model='hosted_vllm/ckpt', api_base='http://127.0.0.1:9/v1')\n"
         "assert endpoint_identity(spec)['path'] == 'fast'\n"
         "print('litellm' in sys.modules)\n"

@@ -204,7 +204,7 @@ def test_plan_status_verdicts_scores_and_report(tmp_path: Path, sim: SimulatorTh
 
 def test_the_library_never_loads_the_process_settings(tmp_path: Path, sim: SimulatorThread) -> None:
     """In a fresh interpreter: a sweep through the library imports neither the allocator settings nor
-    the signal and GC handling (runner/process.py), which the command alone uses."""
+    the signal and GC handling (runner/engine/process.py), which the command alone uses."""
     code = textwrap.dedent(
         """
         import gc, json, signal, sys
@@ -213,7 +213,8 @@ def test_the_library_never_loads_the_process_settings(tmp_path: Path, sim: Simul
         handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
         result = ifsweep.run(cfg)
         print(result.status)
-        print(sorted(m for m in ("ifsweep.runner.memory", "ifsweep.runner.process") if m in sys.modules))
+        owned = ("ifsweep.runner.engine.memory", "ifsweep.runner.engine.process")
+        print(sorted(m for m in owned if m in sys.modules))
         print(handlers == (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)))
         print(gc.get_freeze_count())
         """

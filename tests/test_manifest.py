@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ifsweep.runner.manifest import (
+from ifsweep.runner.store.manifest import (
     BenchmarkEntry,
     Manifest,
     ManifestError,

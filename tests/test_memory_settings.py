@@ -1,4 +1,4 @@
-"""runner/memory.py in a fresh interpreter: trimming gives freed heap pages back, and a growing index
+"""runner/engine/memory.py in a fresh interpreter: trimming gives freed heap pages back, and a growing index
 array no longer leaves the heap bigger than what it holds."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def run(code: str, *args: str) -> list[float]:
 def test_trim_returns_the_free_pages_inside_the_heap() -> None:
     freed, trimmed = run(
         """
-        from ifsweep.runner.memory import return_free_memory
+        from ifsweep.runner.engine.memory import return_free_memory
         base = rss_mb()
         # 1 KiB strings come from glibc's heap (pymalloc takes only up to 512 bytes); keep every 64th,
         # so the heap cannot shrink from its top and the free pages sit between live chunks.
@@ -54,8 +54,8 @@ def test_trim_returns_the_free_pages_inside_the_heap() -> None:
 GROW_INDEX = """
     import random, sys
     import numpy  # imported by the index's first rebuild: load it before the baseline
-    from ifsweep.runner.keyindex import KeyIndex
-    from ifsweep.runner.memory import steady_allocator
+    from ifsweep.runner.store.keyindex import KeyIndex
+    from ifsweep.runner.engine.memory import steady_allocator
     if sys.argv[1:] == ["steady"]:
         steady_allocator()
     junk = bytearray(16 << 20); del junk  # a large free: what raises glibc's threshold otherwise

@@ -1,11 +1,11 @@
-"""runner/outcomes.py on records as the store holds them: each pair in error counted once, with the
+"""runner/watch/outcomes.py on records as the store holds them: each pair in error counted once, with the
 reason that explains it; spend per (model, benchmark) with the judge's part."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ifsweep.runner.outcomes import ErrorTally, SpendTally, errors_message
+from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
 
 
 def gen(key: str, inst: str, error: str | None = None, cost: float = 0.0) -> dict[str, Any]:

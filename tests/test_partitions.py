@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_resume_crash import SEED, resends, sweep_toml, verdicts
 
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import shard_files
-from ifsweep.runner.status import status_table, summary_name
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import shard_files
+from ifsweep.runner.watch.status import status_table, summary_name
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 BENCH = ("followbench", "cfbench", "infobench")
@@ -41,7 +41,15 @@ def test_four_partition_processes_equal_one_run(tmp_path: Path, capsys: pytest.C
 
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), "--partition", f"{i}/4"],
+                [
+                    sys.executable,
+                    "-m",
+                    "ifsweep.runner.commands.cli",
+                    "run",
+                    str(cfg),
+                    "--partition",
+                    f"{i}/4",
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
             )

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.commands.planning import DEFAULT_MAX_TOKENS, JUDGE_REPLY_LOW, estimate
 from ifsweep.runner.config import load_config
-from ifsweep.runner.planning import DEFAULT_MAX_TOKENS, JUDGE_REPLY_LOW, estimate
-from ifsweep.runner.sweep import load_work
+from ifsweep.runner.engine.sweep import load_work
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 

@@ -95,7 +95,7 @@ def test_a_run_imports_litellm_only_for_a_call_through_it(tmp_path: Path) -> Non
 
     code = """
         import sys
-        from ifsweep.runner.cli import main
+        from ifsweep.runner.commands.cli import main
         code = main(["run", sys.argv[1]])
         print(code, "litellm" in sys.modules, "aiohttp" in sys.modules)
     """

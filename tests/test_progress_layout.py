@@ -20,7 +20,8 @@ import pyte
 import pytest
 
 from ifsweep import benchmarks
-from ifsweep.runner.board import (
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.watch.board import (
     PLAIN_WIDTH,
     Board,
     EndpointRow,
@@ -31,7 +32,6 @@ from ifsweep.runner.board import (
     plain_line,
     table_lines,
 )
-from ifsweep.runner.cli import main
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 ROWS, COLS = 30, 120

@@ -20,8 +20,8 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.limits import ProviderEvent
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec, Price
-from ifsweep.providers.retry import RetryPolicy
-from ifsweep.providers.scrub import scrub
+from ifsweep.providers.send.retry import RetryPolicy
+from ifsweep.providers.send.scrub import scrub
 from ifsweep.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "user", "content": "Write two sentences about rivers."}]

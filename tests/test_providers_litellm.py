@@ -21,7 +21,7 @@ from ifsweep.providers.limits import ProviderEvent
 from ifsweep.providers.pool import ProviderPool, resolve_route
 from ifsweep.providers.pricing import check_prices, estimate_tokens, import_litellm, resolve_price
 from ifsweep.providers.records import Completion, EndpointSpec, Price, UnknownPrice
-from ifsweep.providers.retry import RetryPolicy
+from ifsweep.providers.send.retry import RetryPolicy
 from ifsweep.simulator import FaultRates, SimConfig, Simulator
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name three rivers."}]
@@ -170,9 +170,10 @@ def test_import_providers_and_pool_do_not_import_litellm() -> None:
     out = _run(
         """
         import asyncio, sys
-        import ifsweep.providers, ifsweep.providers.pool, ifsweep.providers.fast, ifsweep.providers.limits
-        import ifsweep.providers.retry, ifsweep.providers.budget, ifsweep.providers.pricing
-        import ifsweep.providers.scrub, ifsweep.providers.via_litellm
+        import ifsweep.providers, ifsweep.providers.pool
+        import ifsweep.providers.send.fast, ifsweep.providers.limits
+        import ifsweep.providers.send.retry, ifsweep.providers.budget, ifsweep.providers.pricing
+        import ifsweep.providers.send.scrub, ifsweep.providers.send.via_litellm
         from ifsweep.providers.budget import Budget
         from ifsweep.providers.pool import ProviderPool
         from ifsweep.providers.records import EndpointSpec, Price

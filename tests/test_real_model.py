@@ -25,7 +25,7 @@ from llamaserver import LlamaServer, ServerCounters
 from sweeps import stored_records
 
 from ifsweep import benchmarks
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 
 pytestmark = pytest.mark.real_model
 

@@ -74,7 +74,10 @@ def sweep_toml(out: Path, api_base: str, data: Path, *, use_litellm: bool) -> st
 
 def ifsweep(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

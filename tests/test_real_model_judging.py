@@ -22,7 +22,7 @@ from sweeps import stored_records
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance, JudgeTask
 from ifsweep.benchmarks.records import reask_message
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 
 pytestmark = pytest.mark.real_model
 

@@ -18,7 +18,7 @@ import pytest
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask
 from ifsweep.benchmarks.registry import BUILTIN
-from ifsweep.runner.reporting import metric_catalog
+from ifsweep.runner.commands.reporting import metric_catalog
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.text import filler_answer
 
@@ -135,7 +135,7 @@ def test_the_registry_and_the_simulator_load_no_polars() -> None:
 def test_rows_of_a_benchmark_nobody_registered_are_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ifsweep.runner.cli import main
+    from ifsweep.runner.commands.cli import main
 
     rows = tmp_path / "rows.jsonl"
     row = {"benchmark": "nope", "model": "m", "instance_id": "i", "constraint_idx": 0, "source": "rule"}

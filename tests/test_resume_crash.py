@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from sweeps import toml_config
 
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import scan_shards
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import scan_shards
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.config import FaultRates
 
@@ -48,7 +48,7 @@ def sweep_toml(out: Path, base: str, *, extra_run: str = "", **kw: Any) -> str:
 
 def run_child(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg), *args],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

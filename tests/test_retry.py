@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 import pytest
 
-from ifsweep.providers.retry import (
+from ifsweep.providers.send.retry import (
     HttpStatusError,
     MalformedResponse,
     RetryDecision,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from test_resume_crash import SEED, sweep_toml, verdicts
 
-from ifsweep.runner.cli import main
-from ifsweep.runner.shards import DamageReport, RunStore, scan_shards, shard_files
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.shards import DamageReport, RunStore, scan_shards, shard_files
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 LIMITED = """
@@ -20,7 +20,7 @@ import resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from ifsweep.runner.cli import main
+from ifsweep.runner.commands.cli import main
 sys.exit(main(sys.argv[2:]))
 """
 

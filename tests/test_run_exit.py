@@ -20,7 +20,7 @@ import pytest
 from sweeps import stored_records, toml_config
 
 from ifsweep import benchmarks
-from ifsweep.runner.outcomes import errors_message
+from ifsweep.runner.watch.outcomes import errors_message
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.text import prompt_tokens
 
@@ -33,7 +33,10 @@ DOWN_KINDS = {"connection", "timeout"}
 
 def ifsweep(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", *args], capture_output=True, text=True, timeout=240
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
 
 

@@ -16,12 +16,12 @@ from sweeps import stored_records
 from ifsweep import benchmarks
 from ifsweep.providers import Budget, ProviderEvent, ProviderPool
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.providers.retry import RetryPolicy
-from ifsweep.runner.board import plain_line
-from ifsweep.runner.cli import main
-from ifsweep.runner.pipeline import Counters
-from ifsweep.runner.progress import ProgressState
-from ifsweep.runner.scheduler import Work, count_planned, initial_workers, pairs_for, worker_budget
+from ifsweep.providers.send.retry import RetryPolicy
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.engine.scheduler import Work, count_planned, initial_workers, pairs_for, worker_budget
+from ifsweep.runner.watch.board import plain_line
+from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 
 
@@ -175,7 +175,7 @@ def test_judge_calls_start_while_generation_goes_on(tmp_path: Path) -> None:
 def test_models_interleave_in_one_stream() -> None:
     bench = benchmarks.get("cfbench")
     from ifsweep.runner.config import BenchmarkConfig
-    from ifsweep.runner.pipeline import BenchJob
+    from ifsweep.runner.engine.pipeline import BenchJob
 
     insts = tuple(bench.load(bench.fixture_dir(), {}))
     job = BenchJob(BenchmarkConfig("cfbench", None, None, "paper", 0), bench, bench.template_version())

@@ -25,7 +25,7 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.limits import ProviderEvent
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import Completion, EndpointSpec, Price
-from ifsweep.providers.retry import RetryPolicy
+from ifsweep.providers.send.retry import RetryPolicy
 
 SECRET = "sk-ifsweep-SECRETS-c0ffee4242beef"
 KEY_ENV = "IFSWEEP_SECRETS_TEST_KEY"
@@ -121,7 +121,7 @@ def test_a_sweep_against_a_quoting_provider_writes_and_prints_no_key(
     cfg.write_text(text.replace('progress = "off"', 'progress = "plain"'))
     env = {**os.environ, KEY_ENV: SECRET}
     proc = subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -134,7 +134,7 @@ def test_a_sweep_against_a_quoting_provider_writes_and_prints_no_key(
     assert SECRET.encode() not in blob and b"Bearer sk-" not in blob
     assert not leaks(proc.stdout) and not leaks(proc.stderr)
     report = subprocess.run(
-        [sys.executable, "-m", "ifsweep.runner.cli", "status", str(out)],
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "status", str(out)],
         capture_output=True,
         text=True,
         timeout=60,

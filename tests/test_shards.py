@@ -1,4 +1,4 @@
-"""Shard format, damage detection, reopen, rotation, group commit, precedence (runner/shards.py)."""
+"""Shard format, damage detection, reopen, rotation, group commit, precedence (runner/store/shards.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ifsweep.runner.shards import (
+from ifsweep.runner.store.shards import (
     DiskFullError,
     RunStore,
     WriterBusyError,

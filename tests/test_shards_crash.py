@@ -1,4 +1,5 @@
-"""Real processes: kill -9 at random moments, and a full disk (RLIMIT_FSIZE), against runner/shards.py."""
+"""Real processes: kill -9 at random moments, and a full disk (RLIMIT_FSIZE), against
+runner/store/shards.py."""
 
 from __future__ import annotations
 
@@ -13,18 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from ifsweep.runner.shards import RunStore, record_key, scan_shards, shard_files
+from ifsweep.runner.store.shards import RunStore, record_key, scan_shards, shard_files
 
-RUNNER = Path(__file__).resolve().parents[1] / "runner"
+RUNNER = Path(__file__).resolve().parents[1] / "runner" / "store"
 
-# The child loads runner/shards.py (and the index module it uses) by path, so the test does not depend on
+# The child loads runner/store/shards.py (and the index module it uses) by path, so the test does not
+# depend on
 # what runner/__init__ imports and a child starts in about 0.1 s.
 PRELUDE = textwrap.dedent(
     f"""
     import importlib.util, sys
-    spec = importlib.util.spec_from_file_location("ifsweep.runner.keyindex", {str(RUNNER / "keyindex.py")!r})
+    spec = importlib.util.spec_from_file_location(
+        "ifsweep.runner.store.keyindex", {str(RUNNER / "keyindex.py")!r}
+    )
     keyindex = importlib.util.module_from_spec(spec)
-    sys.modules["ifsweep.runner.keyindex"] = keyindex
+    sys.modules["ifsweep.runner.store.keyindex"] = keyindex
     spec.loader.exec_module(keyindex)
     spec = importlib.util.spec_from_file_location("shards_under_test", {str(RUNNER / "shards.py")!r})
     shards = importlib.util.module_from_spec(spec)
@@ -230,7 +234,7 @@ def test_lock_is_released_when_the_writer_is_killed(tmp_path: Path, n: int) -> N
         [sys.executable, "-c", hold, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-    from ifsweep.runner.shards import WriterBusyError
+    from ifsweep.runner.store.shards import WriterBusyError
 
     with pytest.raises(WriterBusyError):
         RunStore.open(tmp_path)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ifsweep import benchmarks
-from ifsweep.runner.shards import RunStore
+from ifsweep.runner.store.shards import RunStore
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"  # a known price: litellm stays unloaded
@@ -43,7 +43,7 @@ def write_config(tmp_path: Path, base: str, deadline_s: float) -> tuple[Path, Pa
 
 
 def start(cfg: Path) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "ifsweep.runner.cli", "run", str(cfg)]
+    cmd = [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

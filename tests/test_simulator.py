@@ -805,7 +805,7 @@ def test_cut_to_tokens_respects_max_tokens(text: str, max_tokens: int) -> None:
 def test_serve_mock_help_and_bad_options_reach_the_simulators_parser(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from ifsweep.runner.cli import main
+    from ifsweep.runner.commands.cli import main
 
     with pytest.raises(SystemExit) as done:
         main(["serve-mock", "--help"])

@@ -1,4 +1,5 @@
-"""runner/spooled.py: instances spooled to an unnamed file come back equal, in order, for every benchmark."""
+"""runner/store/spooled.py: instances spooled to an unnamed file come back equal, in order, for every
+benchmark."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance
-from ifsweep.runner.spooled import SpooledInstances
+from ifsweep.runner.store.spooled import SpooledInstances
 
 
 @pytest.mark.parametrize("name", benchmarks.names())

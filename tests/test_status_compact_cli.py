@@ -9,8 +9,8 @@ import polars as pl
 import pytest
 from test_resume_crash import SEED, sweep_toml
 
-from ifsweep.runner.cli import main
-from ifsweep.runner.compact import COMPACT_DIR, load_call_records
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.store.compact import COMPACT_DIR, load_call_records
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 

@@ -1,0 +1,1 @@
+"""Rendering: text, Markdown and HTML reports, charts, SVG."""

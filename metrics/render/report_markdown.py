@@ -1,0 +1,134 @@
+"""A Markdown report, with charts written into `out_dir` beside it.
+
+PNG charts need matplotlib, which ifsweep does not depend on: when it is importable they are drawn with
+it, otherwise the report says so. SVG charts from our own drawing code are always written, so the
+report has pictures either way.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+from pathlib import Path
+
+import polars as pl
+
+from ifsweep.metrics.catalog import Catalog
+from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
+from ifsweep.metrics.render import charts
+
+
+def _md(text: object) -> str:
+    # Markdown renderers pass HTML through, so model names are HTML-escaped as well as pipe-escaped.
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path) -> list[str]:
+    import matplotlib  # only when importable; not a dependency
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = []
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        metric = catalog.primary(bench)
+        fig, ax = plt.subplots(figsize=(8, 0.3 * board.height + 1.2))
+        ax.barh([str(m) for m in board["model"]], board[metric].fill_null(0).to_list())
+        ax.invert_yaxis()
+        ax.set_title(f"{catalog.display(bench)} {metric}")
+        name = f"{bench}_{metric}.png"
+        fig.tight_layout()
+        fig.savefig(out_dir / name, dpi=110)
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+def render_markdown(
+    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path
+) -> str:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# ifsweep report", ""]
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        names = [*catalog.headline(bench), "coverage"]
+        rows = [
+            [_md(r["model"]), *value_texts(r, catalog, bench, names)] for r in board.iter_rows(named=True)
+        ]
+        lines += [f"## {catalog.display(bench)}", ""]
+        lines += _table(["model", *(header(catalog, bench, m) for m in names)], rows)
+        lines.append("")
+    if analytics is not None and analytics.height:
+        lines += ["## Run analytics", ""]
+        rows = [
+            [
+                _md(r["model"]),
+                _md(r["benchmark"]),
+                f"${(r['spent_usd'] or 0):,.4f}",
+                f"{r['input_tokens'] or 0:,}",
+                f"{r['output_tokens'] or 0:,}",
+                "–" if r["cached_share"] is None else f"{r['cached_share']:.1%}",
+                f"${(r['cache_saved_usd'] or 0):,.4f}",
+                f"{r['calls'] or 0:,}",
+                f"{r['retries'] or 0:,}",
+                f"{r['rate_limited'] or 0:,}",
+                "–" if r["latency_p50_s"] is None else f"{r['latency_p50_s']:.2f}",
+                "–" if r["latency_p95_s"] is None else f"{r['latency_p95_s']:.2f}",
+                "–" if r["judge_unparsed_rate"] is None else f"{r['judge_unparsed_rate']:.1%}",
+                f"{r['empty'] or 0}/{r['truncated'] or 0}/{r['refused'] or 0}",
+                "–" if r["coverage"] is None else f"{r['coverage']:.1%}",
+            ]
+            for r in analytics.iter_rows(named=True)
+        ]
+        lines += _table(
+            [
+                "model",
+                "benchmark",
+                "spent",
+                "tokens in",
+                "tokens out",
+                "cached in",
+                "cache saved",
+                "calls",
+                "retries",
+                "429s",
+                "p50 s",
+                "p95 s",
+                "judge unparsed",
+                "empty/trunc/refused",
+                "coverage",
+            ],
+            rows,
+        )
+        lines.append("")
+    lines += ["## Charts", ""]
+    svgs = {
+        chart.file: charts.draw(metrics, catalog, bench, chart)
+        for bench, chart in charts.wanted(catalog)
+        if chart.file
+    }
+    for name, markup in svgs.items():
+        # A section may hold several charts (CFBench: one per metric); each becomes its own file.
+        pieces = [p[: p.rfind("</svg>") + len("</svg>")] for p in markup.split("<svg")[1:]]
+        for i, piece in enumerate(pieces):
+            fname = name if len(pieces) == 1 else name.replace(".svg", f"_{i + 1}.svg")
+            (out / fname).write_text("<svg" + piece + "\n", encoding="utf-8")
+            lines += [f"![{fname}]({fname})", ""]
+    if importlib.util.find_spec("matplotlib") is not None:
+        lines += [f"![{n}]({n})" for n in _png_charts(metrics, catalog, out)] + [""]
+    else:
+        lines += [
+            "_PNG charts skipped: matplotlib is not installed (the SVG charts above need nothing)._",
+            "",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Batch mode: the batch endpoint, the providers' Batch API clients, batched remote operations."""

@@ -1,0 +1,673 @@
+"""Batch mode: an endpoint whose `complete` sends its request through the provider's Batch API.
+
+`BatchEndpoint.complete(messages, key=...)` reserves the worst case at the batch price, joins the
+collector and waits; the endpoint's driver (`run`, started by the sweep) submits what was collected once
+`max_requests` wait or the oldest has waited `max_age_s`, polls every open batch with back-off, and hands
+each result back to its caller as a Completion, so parsing and re-asks (the pipeline) stay as they are.
+A re-ask is a new call and joins the next batch.
+
+Durability: a batch's custom_ids are the callers' own call keys. Its input file is uploaded, then an
+"intent" record naming the file and the keys is written and fsynced (the journal, the run's shards),
+then the batch is created and a "submitted" record names it. A killed sweep finds both on start: an
+open batch is polled again and its results go to whoever asks for those keys; an intent without a batch
+id is looked up among the provider's batches by its input file before anything is created again, so a
+request is never submitted twice. A batch is "closed" once each of its keys has a stored result (or has
+moved to a later batch), and is not polled again.
+
+Failures: a failed, expired or cancelled batch, and a request answered 429 / 5xx / "batch_expired",
+sends its requests again in a later batch, each up to `max_retries` times; other request errors come
+back as error Completions, like the interactive path's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+import anyio.abc
+import orjson
+
+from ifsweep.providers.batch.clients import BatchClient, BatchInfo
+from ifsweep.providers.budget import Budget, Reservation
+from ifsweep.providers.pricing import estimate_tokens
+from ifsweep.providers.records import (
+    BATCH_KIND,
+    BatchPolicy,
+    BudgetExhausted,
+    Completion,
+    EndpointSpec,
+    ErrorKind,
+    Price,
+)
+from ifsweep.providers.send.fast import Reply, parse_chat_body, reply_status
+from ifsweep.providers.send.retry import HttpStatusError, classify
+
+# What every record of a batch repeats (see BatchEndpoint._record).
+_CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "submitted_at")
+# Transient failures of the Batch API's own calls (upload, create, poll, download) are retried this
+# often, with back-off from the policy's poll interval, before the requests involved fail.
+_OP_ATTEMPTS = 5
+_RETRY_KINDS: frozenset[ErrorKind] = frozenset({"rate_limit", "server", "timeout", "connection", "malformed"})
+# Request-level error codes in an error file that mean "not done, send again".
+_AGAIN_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_failed", "rate_limit_exceeded"})
+
+
+class BatchJournal(Protocol):
+    """Where batch records go: the run's shards (runner/engine/batches.py), or memory for a library caller."""
+
+    def append(self, record: Mapping[str, Any]) -> None: ...
+    def sync(self) -> None: ...  # what was appended is durable when this returns
+    def answered(self, key: str) -> bool: ...  # a result for call key `key` is stored
+    def batches(self) -> Iterable[Mapping[str, Any]]: ...  # every batch record, in write order
+
+
+@dataclass(slots=True)
+class MemoryJournal:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        self.records.append(dict(record))
+
+    def sync(self) -> None:
+        pass
+
+    def answered(self, key: str) -> bool:
+        return key in self.done
+
+    def batches(self) -> Iterable[Mapping[str, Any]]:
+        return list(self.records)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchProgress:
+    """What the progress board shows of one batch endpoint."""
+
+    label: str
+    submitted: int  # batches created this run or found open at start
+    running: int
+    done: int
+    requests_waiting: int  # collected, not yet submitted
+    eta_s: float | None  # until the last running batch ends, from its own request counts
+
+
+@dataclass(slots=True)
+class _Call:
+    key: str
+    body: bytes  # the JSONL line's "body"
+    worst: float
+    reservation: Reservation | None
+    waiter: anyio.Event = field(default_factory=anyio.Event)
+    result: Completion | None = None
+    cancelled: bool = False
+    resumed: bool = False  # a stand-in for a key of a batch found open at start, before anyone asks
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(slots=True)
+class _Open:
+    intent: str  # the journal key
+    batch_id: str
+    input_file_id: str
+    keys: tuple[str, ...]
+    submitted_at: float  # wall clock
+    interval: float
+    due: float  # monotonic
+    facts: Mapping[str, Any] = field(default_factory=dict)  # what its journal records repeat
+    info: BatchInfo | None = None
+
+
+@dataclass(slots=True)
+class _Failure:
+    kind: ErrorKind
+    message: str
+    again: bool  # worth another batch
+
+
+class BatchEndpoint:
+    """One configured model in batch mode. `complete` raises only BudgetExhausted; `run` is the driver."""
+
+    def __init__(
+        self,
+        spec: EndpointSpec,
+        policy: BatchPolicy,
+        *,
+        model: str,  # the name the provider knows, written into each request body
+        client: Callable[[], BatchClient],  # built on first use (it may need the API key)
+        journal: BatchJournal,
+        budget: Budget,
+        price: Price | None,
+        path: Literal["fast", "litellm"],
+        where: Mapping[str, Any],  # route facts the journal keeps for `ifsweep batches`
+        stats: Callable[[], Any],
+        redact: Callable[[str], str] = lambda text: text,  # key values out of answers
+        scrub: Callable[[str], str] = lambda text: text,  # keys and headers out of error messages
+    ) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.path = path
+        # No warm-then-fan-out (runner/engine/warmup.py): a batch's calls go together whatever the order.
+        self.caches_prefixes = False
+        self._model = model
+        self._make_client = client
+        self._client: BatchClient | None = None
+        self._journal = journal
+        self._budget = budget
+        self._price = price.for_batch() if price is not None else None
+        self._where = dict(where)
+        self._stats = stats
+        self._redact = redact
+        self._scrub = scrub
+        params = spec.params
+        max_out = params.get("max_tokens", params.get("max_completion_tokens"))
+        self._max_out = max_out if isinstance(max_out, int) else 4096
+        self._params = dict(params)
+        self._queue: list[_Call] = []
+        self._waiting: dict[str, _Call] = {}  # submitted, by key
+        self._calls: dict[str, _Call] = {}  # queued or submitted this run, by key
+        self._taken: dict[str, Completion] = {}  # results of batches found open at start, once handed out
+        self._ready: dict[str, Completion] = {}  # results of batches found open at start, nobody asked yet
+        self._latest: dict[str, str] = {}  # key -> intent of the newest batch holding it
+        self._tries: dict[str, int] = {}  # key -> batches it has been in
+        self._open: dict[str, _Open] = {}
+        self._ended: dict[str, _Open] = {}  # over, not yet closed
+        self._resumed_holds: dict[str, Reservation] = {}
+        self._wake_collect = anyio.Event()  # a call joined the collector
+        self._wake_poll = anyio.Event()  # a batch was submitted
+        self._loading = False
+        self._loaded = anyio.Event()
+        self._submitted = 0
+        self._done = 0
+        self.running_driver = False
+
+    # ------------------------------------------------------------------------------------ interface
+
+    def price(self) -> Price | None:
+        return self._price
+
+    def congested(self) -> bool:
+        return False  # a batch takes whatever it is given
+
+    def stats(self) -> Any:
+        return self._stats()
+
+    def progress(self) -> BatchProgress:
+        now = time.time()
+        etas = [_eta(b, now) for b in self._open.values()]
+        known = [e for e in etas if e is not None]
+        return BatchProgress(
+            label=self.spec.label,
+            submitted=self._submitted,
+            running=len(self._open),
+            done=self._done,
+            requests_waiting=len(self._queue),
+            eta_s=max(known) if known and len(known) == len(etas) else None,
+        )
+
+    def open_batches(self) -> list[str]:
+        return [b.batch_id for b in self._open.values()]
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], cache: object = None, *, key: str | None = None
+    ) -> Completion:
+        """`cache` (a shared-prefix hint) is ignored: a batch holds its calls together anyway, and
+        warming one first would cost a whole batch cycle."""
+        body = orjson.dumps({"model": self._model, "messages": list(messages), **self._params})
+        key = key or hashlib.sha256(body).hexdigest()[:32]  # the shards' key length
+        if not self.running_driver:
+            raise RuntimeError(f"{self.spec.label}: batch mode needs the endpoint's driver running (run())")
+        await self._load()
+        waiting = self._waiting.get(key)
+        if waiting is not None:
+            # In a batch found open at start (or asked twice at once): its result is on the way.
+            await waiting.waiter.wait()
+            if not waiting.resumed:
+                assert waiting.result is not None
+                return waiting.result
+        ready = self._ready.pop(key, None)
+        if ready is not None:
+            self._settle_resumed(key, ready.cost_usd)
+            self._taken[key] = ready
+            return ready
+        taken = self._taken.get(key)
+        if taken is not None:  # asked twice at once, answered from a batch found open at start
+            return dataclasses.replace(taken, cost_usd=0.0)
+        self._settle_resumed(key, 0.0)  # its batch failed it: it goes again, as a fresh call
+        while (leader := self._calls.get(key)) is not None:
+            # The same request asked twice at once (two model ids on one endpoint judged alike): one
+            # line per custom_id in a batch, and one payment; the second asker records no cost.
+            await leader.waiter.wait()
+            if leader.result is not None:
+                return dataclasses.replace(leader.result, cost_usd=0.0)
+        worst = self._worst(messages)
+        reservation = await self._budget.reserve_when_settled([self.spec.label], worst)
+        call = self._calls[key] = _Call(key, body, worst, reservation)
+        self._queue.append(call)
+        self._wake_collect.set()
+        try:
+            await call.waiter.wait()
+        except BaseException:
+            call.cancelled = True
+            if call in self._queue:  # never submitted: nothing was billed
+                self._queue.remove(call)
+                self._release(call, 0.0)
+                self._calls.pop(key, None)
+                call.waiter.set()  # whoever waits on it asks for itself
+            raise
+        assert call.result is not None
+        return call.result
+
+    def _worst(self, messages: Sequence[Mapping[str, str]]) -> float:
+        return self._price.cost(estimate_tokens(messages), self._max_out) if self._price else 0.0
+
+    def _release(self, call: _Call, cost: float) -> None:
+        if call.reservation is not None:
+            self._budget.settle(call.reservation, cost)
+            call.reservation = None
+
+    def _settle_resumed(self, key: str, cost: float) -> None:
+        hold = self._resumed_holds.pop(key, None)
+        if hold is not None:
+            self._budget.settle(hold, cost)
+
+    # ------------------------------------------------------------------------------------ the driver
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Submit and poll until cancelled. Batches already submitted keep running at the provider."""
+        self.running_driver = True
+        task_status.started()
+        try:
+            await self._load()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._collect)
+                tg.start_soon(self._poll)
+        finally:
+            self.running_driver = False
+            self._close_answered()
+            for key, hold in self._resumed_holds.items():
+                # Answered but never asked for: its cost; else its batch still runs: assume the worst.
+                ready = self._ready.get(key)
+                self._budget.settle(hold, ready.cost_usd if ready is not None else hold.amount_usd)
+            self._resumed_holds.clear()
+
+    def client(self) -> BatchClient:
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
+
+    async def _load(self) -> None:
+        """Once: every batch the journal knows for this endpoint; the open ones are polled again. Calls
+        wait until it is done, or one could be submitted again before its open batch is known."""
+        if self._loaded.is_set():
+            return
+        if self._loading:
+            await self._loaded.wait()
+            return
+        self._loading = True
+        try:
+            await self._load_now()
+        finally:
+            self._loaded.set()
+
+    async def _load_now(self) -> None:
+        state: dict[str, dict[str, Any]] = {}
+        for rec in self._journal.batches():
+            if rec.get("endpoint") != self.spec.label or rec.get("model") != self._where.get("model"):
+                continue
+            intent = str(rec["key"])
+            keys = rec.get("custom_ids")
+            if intent not in state and isinstance(keys, list):
+                for k in keys:
+                    self._tries[k] = self._tries.get(k, 0) + 1
+                    self._latest[k] = intent
+            state.setdefault(intent, {}).update(rec)
+        for intent, rec in state.items():
+            if rec.get("state") == "closed":
+                continue
+            batch_id = rec.get("batch_id")
+            file_id = str(rec.get("input_file_id"))
+            if not isinstance(batch_id, str):
+                # Written before a create whose answer never came back: did it happen?
+                try:
+                    found = await self._find_created(intent, file_id)
+                except _OpFailed as failed:
+                    raise RuntimeError(
+                        f"{self.spec.label}: cannot tell whether the batch of input file {file_id} was "
+                        f"created ({self._scrub(failed.message)}); run again once the provider answers"
+                    ) from None
+                if found is None:
+                    self._journal.append(self._record(intent, "closed", rec, reason="never created"))
+                    continue
+                batch_id = found.id
+                self._journal.append(self._record(intent, "submitted", rec, batch_id=batch_id))
+            keys = tuple(rec.get("custom_ids") or ())
+            if all(self._latest.get(k) != intent or self._journal.answered(k) for k in keys):
+                self._journal.append(self._record(intent, "closed", rec, batch_id=batch_id))
+                continue
+            self._track(intent, batch_id, rec)
+            self._submitted += 1
+            per_key = float(rec.get("reserved_usd") or 0.0) / max(1, len(keys))
+            for k in keys:
+                if self._latest.get(k) == intent and not self._journal.answered(k):
+                    self._waiting[k] = _Call(k, b"", per_key, None, resumed=True)
+                    # Already committed at the provider: a cap can no longer refuse it.
+                    with contextlib.suppress(BudgetExhausted):
+                        self._resumed_holds[k] = self._budget.reserve([self.spec.label], per_key)
+        self._journal.sync()
+
+    async def _find_created(self, intent: str, file_id: str) -> BatchInfo | None:
+        listed: list[BatchInfo] = await self._op(lambda: self.client().listing())
+        for info in listed:
+            if info.input_file_id == file_id or info.metadata.get("ifsweep_intent") == intent:
+                return info
+        return None
+
+    def _track(self, intent: str, batch_id: str, facts: Mapping[str, Any]) -> None:
+        p = self.policy
+        facts = {k: facts[k] for k in _CARRIED if k in facts} | {"batch_id": batch_id}
+        self._open[intent] = _Open(
+            intent,
+            batch_id,
+            str(facts.get("input_file_id")),
+            tuple(facts.get("custom_ids") or ()),
+            float(facts.get("submitted_at") or time.time()),
+            p.poll_s,
+            time.monotonic() + p.poll_s,
+            facts,
+        )
+        self._wake_poll.set()
+
+    async def _collect(self) -> None:
+        p = self.policy
+        while True:
+            if not self._queue:
+                self._wake_collect = anyio.Event()
+                await self._wake_collect.wait()
+                continue
+            oldest = min(c.queued_at for c in self._queue)
+            left = oldest + p.max_age_s - time.monotonic()
+            if len(self._queue) < p.max_requests and left > 0:
+                self._wake_collect = anyio.Event()
+                with anyio.move_on_after(left):
+                    await self._wake_collect.wait()
+                continue
+            take, self._queue = self._queue[: p.max_requests], self._queue[p.max_requests :]
+            await self._submit([c for c in take if not c.cancelled])
+
+    async def _submit(self, calls: list[_Call]) -> None:
+        if not calls:
+            return
+        lines = b"".join(
+            b'{"custom_id":' + orjson.dumps(c.key) + b',"method":"POST","url":"/v1/chat/completions",'
+            b'"body":' + c.body + b"}\n"
+            for c in calls
+        )
+        keys = tuple(c.key for c in calls)
+        try:
+            file_id = await self._op(lambda: self.client().upload(lines))
+        except _OpFailed as failed:
+            for c in calls:
+                self._answer(c, self._error(failed.kind, f"batch upload failed: {failed.message}", 0.0))
+            return
+        # The journal's key for this batch, as long as the shards' keys.
+        seed = f"{self.spec.label}\0{file_id}\0{time.time()}".encode()
+        intent = hashlib.sha256(seed).hexdigest()[:32]
+        base = {"custom_ids": list(keys), "input_file_id": file_id, "submitted_at": time.time()}
+        reserved = sum(c.worst for c in calls)
+        self._journal.append(self._record(intent, "intent", base, reserved_usd=reserved))
+        self._journal.sync()  # on disk before the batch can exist
+        for c in calls:
+            self._tries[c.key] = self._tries.get(c.key, 0) + 1
+            self._latest[c.key] = intent
+            self._waiting[c.key] = c
+        try:
+            info = await self._op(lambda: self.client().create(file_id, {"ifsweep_intent": intent}))
+        except _OpFailed as failed:
+            # Perhaps created after all (the answer was lost): look before giving up on it.
+            found = await self._maybe(lambda: self._find_created(intent, file_id))
+            if found is None:
+                self._journal.append(self._record(intent, "closed", base, reason=failed.message))
+                for c in calls:
+                    self._waiting.pop(c.key, None)
+                    self._answer(c, self._error(failed.kind, f"batch create failed: {failed.message}", 0.0))
+                return
+            info = found
+        self._journal.append(self._record(intent, "submitted", base, batch_id=info.id, reserved_usd=reserved))
+        self._journal.sync()
+        self._submitted += 1
+        self._track(intent, info.id, base | {"reserved_usd": reserved})
+
+    async def _poll(self) -> None:
+        while True:
+            now = time.monotonic()
+            due = [b for b in self._open.values() if b.due <= now]
+            for b in due:
+                try:
+                    info = await self._op(lambda b=b: self.client().retrieve(b.batch_id))  # type: ignore[misc]
+                except _OpFailed as failed:
+                    if failed.kind == "not_found":  # gone at the provider: its requests go again
+                        info = BatchInfo(b.batch_id, "failed", None, None, None, 0, 0, 0, {}, failed.message)
+                    elif failed.kind in _RETRY_KINDS:
+                        b.interval = min(b.interval * 2, self.policy.poll_max_s)
+                        b.due = time.monotonic() + b.interval
+                        continue
+                    else:
+                        # A refused key, say: the batch may still run and bill, so stop (the run is
+                        # resumable and polls it again) rather than answer its calls with errors.
+                        raise RuntimeError(
+                            f"{self.spec.label}: cannot poll batch {b.batch_id}: {failed.kind} error "
+                            f"({self._scrub(failed.message)}); fix it and run the same command again"
+                        ) from None
+                b.info = info
+                if info.over:
+                    await self._finish(b, info)
+                else:
+                    b.interval = min(b.interval * 2, self.policy.poll_max_s)
+                    b.due = time.monotonic() + b.interval
+            self._close_answered()
+            wait = min((b.due for b in self._open.values()), default=now + 3600) - time.monotonic()
+            if wait > 0:
+                self._wake_poll = anyio.Event()
+                with anyio.move_on_after(wait):
+                    await self._wake_poll.wait()
+
+    async def _finish(self, b: _Open, info: BatchInfo) -> None:
+        """Read the output and error files of a batch that is over and answer every key it holds."""
+        results: dict[str, Completion | _Failure] = {}
+        for file_id in (info.output_file_id, info.error_file_id):
+            if file_id is None:
+                continue
+            try:
+                raw = await self._op(lambda f=file_id: self.client().content(f))  # type: ignore[misc]
+            except _OpFailed:
+                b.due = time.monotonic() + b.interval  # try the whole batch again later
+                return
+            for line in raw.splitlines():
+                if line.strip():
+                    key, result = self._read_line(line, b)
+                    if key is not None:
+                        results[key] = result
+        del self._open[b.intent]
+        self._ended[b.intent] = b
+        self._done += 1
+        self._journal.append(
+            self._record(
+                b.intent, "ended", {"custom_ids": list(b.keys)}, batch_id=b.batch_id, status=info.status
+            )
+        )
+        why = f"batch {b.batch_id} {info.status}" + (f": {info.errors}" if info.errors else "")
+        for key in b.keys:
+            if self._latest.get(key) != b.intent:
+                continue  # moved on to a later batch
+            result = results.get(key) or _Failure("server", f"{why}; no result for this request", True)
+            call = self._waiting.pop(key, None)
+            if call is None:
+                continue
+            if isinstance(result, _Failure):
+                if result.again and self._tries.get(key, 0) <= self.policy.max_retries:
+                    if call.resumed:  # nobody's request yet: whoever asks sends it again
+                        call.waiter.set()
+                    elif not call.cancelled:
+                        call.queued_at = time.monotonic()
+                        self._queue.append(call)
+                    else:  # its asker is gone: nothing was billed; whoever else waits asks for itself
+                        self._release(call, 0.0)
+                        if self._calls.get(key) is call:
+                            del self._calls[key]
+                        call.waiter.set()
+                    continue
+                result = self._error(result.kind, f"{why}: {result.message}", 0.0)
+            if call.resumed:
+                self._ready[key] = result  # for whoever asks for this key
+                call.waiter.set()
+            else:
+                self._answer(call, result)
+        self._wake_collect.set()
+
+    def _answer(self, call: _Call, result: Completion) -> None:
+        if self._calls.get(call.key) is call:
+            del self._calls[call.key]
+        self._release(call, result.cost_usd)
+        call.result = result
+        call.waiter.set()
+        if call.cancelled and result.status != "error":
+            self._ready[call.key] = result  # paid for: whoever asks next gets it
+
+    def _close_answered(self) -> None:
+        for intent, b in list(self._ended.items()):
+            if all(self._latest.get(k) != intent or self._journal.answered(k) for k in b.keys):
+                self._journal.append(self._record(intent, "closed", b.facts, batch_id=b.batch_id))
+                del self._ended[intent]
+
+    def _read_line(self, line: bytes, b: _Open) -> tuple[str | None, Completion | _Failure]:
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None, _Failure("malformed", "result line is not JSON", True)
+        if not isinstance(rec, dict) or not isinstance(rec.get("custom_id"), str):
+            return None, _Failure("malformed", "result line has no custom_id", True)
+        key = rec["custom_id"]
+        error = rec.get("error")
+        response = rec.get("response")
+        if isinstance(error, dict) and error:
+            code = str(error.get("code") or "")
+            message = str(error.get("message") or code)
+            kind: ErrorKind = (
+                "timeout" if code == "batch_expired" else "server" if code in _AGAIN_CODES else "bad_request"
+            )
+            return key, _Failure(kind, message, code in _AGAIN_CODES)
+        if not isinstance(response, dict):
+            return key, _Failure("malformed", "result has neither response nor error", True)
+        status = response.get("status_code")
+        body = response.get("body")
+        if status != 200:
+            http = status if isinstance(status, int) else 500
+            decision = classify(HttpStatusError(http, {}, str(body)[:300]))
+            message = f"HTTP {http}: {str(body)[:300]}"
+            return key, _Failure(decision.kind, message, decision.kind in _RETRY_KINDS)
+        try:
+            reply = parse_chat_body(orjson.dumps(body), {})
+        except Exception as exc:
+            return key, _Failure("malformed", str(exc), True)
+        return key, self._completion(reply, key, b)
+
+    def _completion(self, reply: Reply, key: str, b: _Open) -> Completion:
+        estimated = reply.input_tokens is None or reply.output_tokens is None
+        inp = reply.input_tokens if reply.input_tokens is not None else 0
+        out = reply.output_tokens if reply.output_tokens is not None else 0
+        if estimated:
+            call = self._waiting.get(key)
+            worst = call.worst if call is not None else 0.0
+            cost = worst  # no usage: charge the reservation, the only bound we have
+        else:
+            cost = self._price.cost(inp, out) if self._price else 0.0
+        return Completion(
+            status=reply_status(reply),
+            text=self._redact(reply.text) if reply.text else reply.text,
+            finish_reason=reply.finish_reason,
+            input_tokens=inp,
+            output_tokens=out,
+            cost_usd=cost,
+            latency_s=max(0.0, time.time() - b.submitted_at),
+            attempts=self._tries.get(key, 1),
+            path=self.path,
+            usage_estimated=estimated,
+        )
+
+    def _error(self, kind: ErrorKind, message: str, cost: float) -> Completion:
+        return Completion(
+            status="error",
+            text=None,
+            cost_usd=cost,
+            error_kind=kind,
+            error_message=self._scrub(message),
+            path=self.path,
+        )
+
+    def _record(self, intent: str, state: str, base: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+        """One journal record of batch `intent`. From `base` (a batch's earlier record, or the fields
+        at hand) only the batch's own facts carry over; each record repeats them, so the newest alone
+        says everything."""
+        facts = {k: base[k] for k in _CARRIED if k in base}
+        return {
+            "kind": BATCH_KIND,
+            "key": intent,
+            "state": state,
+            "endpoint": self.spec.label,
+            **self._where,
+            **facts,
+            **extra,
+            "ts": time.time(),
+        }
+
+    async def _op(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """One Batch API operation, retried with back-off on transient failures."""
+        delay = min(self.policy.poll_s, 2.0)
+        for attempt in range(1, _OP_ATTEMPTS + 1):
+            try:
+                return await fn()
+            except Exception as exc:
+                decision = classify(exc)
+                if not decision.retry or attempt == _OP_ATTEMPTS:
+                    raise _OpFailed(decision.kind, str(exc)[:300] or type(exc).__name__) from exc
+                await anyio.sleep(max(decision.retry_after_s or 0.0, delay))
+                delay = min(delay * 2, self.policy.poll_max_s)
+        raise AssertionError("unreachable")
+
+    async def _maybe(self, fn: Callable[[], Awaitable[BatchInfo | None]]) -> BatchInfo | None:
+        try:
+            return await fn()
+        except _OpFailed:
+            return None
+
+
+class _OpFailed(Exception):
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def _eta(b: _Open, now: float) -> float | None:
+    """Seconds until `b` ends, extrapolated from its own request counts (None before any is done)."""
+    info = b.info
+    if info is None or info.total <= 0 or info.completed + info.failed <= 0:
+        return None
+    done = info.completed + info.failed
+    elapsed = max(0.0, now - b.submitted_at)
+    return max(0.0, elapsed * (info.total - done) / done)
+
+
+__all__ = [
+    "BATCH_KIND",
+    "BatchEndpoint",
+    "BatchJournal",
+    "BatchProgress",
+    "MemoryJournal",
+]

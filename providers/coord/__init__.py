@@ -1,0 +1,1 @@
+"""Coordination: the interfaces the pool sees, and their Redis implementation."""

@@ -1,0 +1,1 @@
+"""The commands: CLI, library, demo, reporting, import, check, plan, agreement."""

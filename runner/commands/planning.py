@@ -1,0 +1,396 @@
+"""`ifsweep plan`: what a config will send and may cost, before anything is spent.
+
+Prompt tokens are counted with a real tokenizer (cl100k_base) on a sample of each benchmark's instances
+and scaled to the rest through the providers' cheap estimate (which reads 1.3-2.3x high). Answers run
+from a quarter of max_tokens to all of it, or, on a resumed run, at the mean length the run has seen.
+With caching: the judge prompt tokens cache-aware dispatch (runner/engine/warmup.py) reads from the provider's
+cache, at the judge's cached-input price (and the warm calls' cache writes at its write price).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ifsweep.benchmarks import Instance
+from ifsweep.providers.pricing import estimate_tokens
+from ifsweep.providers.records import EndpointSpec, Price
+from ifsweep.runner.config import SweepConfig
+from ifsweep.runner.engine.pipeline import BenchJob
+from ifsweep.runner.engine.scheduler import Work
+from ifsweep.runner.engine.warmup import group_by_prefix, prefix_of
+
+DEFAULT_MAX_TOKENS = 1024
+JUDGE_REPLY_LOW = 32  # a bare verdict list or YES/NO with a line of reasoning
+SAMPLE_INSTANCES = 24  # per benchmark, counted with the real tokenizer
+MIN_SEEN_CALLS = 5  # answers a resumed run must have seen before their mean replaces the range
+# Stands for the answer, not known yet, when finding what a task's judge prompts share.
+_ANSWER_MARK = "\u2063ifsweep-answer\u2063"
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeShare:
+    """One judge's part of a (model, benchmark): its calls, tokens and cost range."""
+
+    judge: str
+    calls: int
+    input_tokens: int
+    output_low: int
+    output_high: int
+    cost_low: float | None
+    cost_high: float | None
+    cached_tokens: int = 0  # of input_tokens, read from the judge's prefix cache (cache-aware dispatch)
+    cost_cached_low: float | None = None
+    cost_cached_high: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """One (model, benchmark): its generations plus every judge's calls (`judge_calls`, tokens and
+    cost are the whole panel's; `judges` has each judge's share)."""
+
+    model: str
+    benchmark: str
+    calls: int
+    judge_calls: int
+    input_tokens: int
+    output_low: int
+    output_high: int
+    cost_low: float | None
+    cost_high: float | None
+    minutes_by_limits: float | None
+    judges: tuple[JudgeShare, ...] = ()
+    # Judge prompt tokens cache-aware dispatch reads from cache, and the cost range with that discount
+    # (None: no judge caches anything, or a price is unknown).
+    judge_cached_tokens: int = 0
+    cost_cached_low: float | None = None
+    cost_cached_high: float | None = None
+    outputs_seen: bool = False  # output tokens are the run's mean so far, not the range
+    tokenizer: str | None = None  # what counted the prompt tokens (None: the providers' estimate)
+
+
+def _max_tokens(spec: EndpointSpec) -> int:
+    v = spec.params.get("max_tokens")
+    return int(v) if isinstance(v, int) else DEFAULT_MAX_TOKENS
+
+
+def _price(spec: EndpointSpec) -> Price | None:
+    """The price a call of `spec` pays: its Batch API price in batch mode."""
+    price = spec.price
+    if price is None:
+        from ifsweep.providers.pricing import resolve_price
+
+        price = resolve_price(spec)
+    return price.for_batch() if price is not None and spec.batch is not None else price
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLoad:
+    """What one pair will ask, read from the plan of an empty answer (the answer is not known yet)."""
+
+    prompt_tokens: int  # the generation prompt (the providers' estimate)
+    judge_calls: int
+    judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
+    judge_depth: int  # judge calls made one after another: turns of the longest task
+
+
+def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
+    """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
+    from this. A multi-turn task's earlier judge replies count as short verdicts."""
+    judge_calls = judge_tokens = depth = 0
+    for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+        replies: tuple[str, ...] = ()
+        for t in range(len(task.turns)):
+            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
+            judge_calls += 1
+            replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
+        depth = max(depth, len(task.turns))
+    prompt = estimate_tokens([m.as_dict() for m in inst.messages])
+    return InstanceLoad(prompt, judge_calls, judge_tokens, depth)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLoad:
+    """One instance's judge prompt tokens (estimated) that cache-aware dispatch serves from cache, and
+    those its warm calls write; `answer_*`: how many times the judged answer is in such a prefix."""
+
+    cached: int = 0
+    written: int = 0
+    answer_cached: int = 0
+    answer_written: int = 0
+
+
+def cache_load(job: BenchJob, inst: Instance) -> CacheLoad:
+    """What the judge calls of one instance share, from the same groups the sweep warms."""
+    tasks = job.bench.plan(inst, _ANSWER_MARK, job.cfg.scoring).judge_tasks
+    if len(tasks) < 2:
+        return CacheLoad()
+    prompts = [[m.as_dict() for m in t.messages_for_turn(0, ())] for t in tasks]
+    cached = written = answer_cached = answer_written = 0
+    for group in group_by_prefix(prompts, ""):
+        shared = prefix_of(prompts[group.members[0]], group.end)
+        has_answer = any(_ANSWER_MARK in m["content"] for m in shared)
+        for m in shared:
+            m["content"] = m["content"].replace(_ANSWER_MARK, "")
+        tokens = estimate_tokens(shared)
+        followers = len(group.members) - 1
+        cached += followers * tokens
+        written += tokens
+        answer_cached += followers * has_answer
+        answer_written += has_answer
+    return CacheLoad(cached, written, answer_cached, answer_written)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenScale:
+    """Real tokens per estimated token of a benchmark's prompts, from a sample (1.0 when unknown)."""
+
+    gen: float = 1.0
+    judge: float = 1.0
+
+
+def _real_count(count: Callable[[str], int], messages: Iterable[Mapping[str, str]]) -> int:
+    # OpenAI's chat framing: about 4 tokens a message and 3 a request.
+    return 3 + sum(4 + count(m.get("content") or "") for m in messages)
+
+
+def token_scale(job: BenchJob, instances: Sequence[Instance], count: Callable[[str], int]) -> TokenScale:
+    """Counts an even sample of `instances` both ways; judge prompts with an empty answer, as planned."""
+    step = max(1, len(instances) // SAMPLE_INSTANCES)
+    est_gen = real_gen = est_judge = real_judge = 0
+    for inst in list(instances)[::step][:SAMPLE_INSTANCES]:
+        msgs = [m.as_dict() for m in inst.messages]
+        est_gen += estimate_tokens(msgs)
+        real_gen += _real_count(count, msgs)
+        for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+            first = [m.as_dict() for m in task.messages_for_turn(0, ())]
+            est_judge += estimate_tokens(first)
+            real_judge += _real_count(count, first)
+    return TokenScale(real_gen / est_gen if est_gen else 1.0, real_judge / est_judge if est_judge else 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """Mean output tokens a run directory's calls have shown: generations per (model, benchmark),
+    judge replies per benchmark."""
+
+    gen: Mapping[tuple[str, str], tuple[int, float]]
+    judge: Mapping[str, tuple[int, float]]
+
+
+def seen_outputs(run_dir: Path) -> Seen:
+    """Read-only: the run directory's shards, when there are any (nothing when it does not exist)."""
+    from ifsweep.runner.store.shards import scan_shards
+
+    gen: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+    judge: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    if Path(run_dir).is_dir():
+        for sl in scan_shards(run_dir, [], kinds=("generation", "judgment")):
+            if sl.is_error:
+                continue
+            rec = sl.record()
+            out = rec.get("output_tokens")
+            if not isinstance(out, int) or rec.get("usage_estimated"):
+                continue
+            bench = str(rec.get("benchmark"))
+            acc = gen[(str(rec.get("model")), bench)] if sl.kind == "generation" else judge[bench]
+            acc[0] += 1
+            acc[1] += out
+    return Seen(
+        {k: (int(n), total / n) for k, (n, total) in gen.items() if n},
+        {k: (int(n), total / n) for k, (n, total) in judge.items() if n},
+    )
+
+
+def _judge_caches(judge: EndpointSpec) -> bool:
+    from ifsweep.providers.pool import resolve_route
+    from ifsweep.providers.send.prefix import caches_prefixes
+
+    route = resolve_route(judge)
+    return caches_prefixes(judge, route.provider, route.api_base)
+
+
+def estimate(cfg: SweepConfig, work: Work, *, real_tokens: bool = True) -> list[Estimate]:
+    out = []
+    judge_prices = {j.label: _price(j) for j in cfg.judges}
+    caching = {j.label: _judge_caches(j) for j in cfg.judges}
+    seen = seen_outputs(cfg.run.output_dir)
+    count = None
+    if real_tokens:
+        from ifsweep.providers.pricing import token_counter
+
+        count = token_counter()
+    per_job = []
+    for job, instances in work.jobs:
+        loads = [instance_load(job, inst) for inst in instances]
+        caches = [cache_load(job, inst) for inst in instances] if any(caching.values()) else []
+        scale = token_scale(job, instances, count) if count is not None else TokenScale()
+        per_job.append((job, len(instances), loads, caches, scale))
+    for spec in cfg.models:
+        price = _price(spec)
+        gen_max = _max_tokens(spec)
+        for job, calls, loads, caches, scale in per_job:
+            bench = job.cfg.label
+            judge_calls = sum(load.judge_calls for load in loads)
+            tin = round(scale.gen * sum(load.prompt_tokens for load in loads))
+            # the judged answer is not known yet: a mid-length answer, or the mean this run has seen
+            gen_seen = seen.gen.get((spec.label, bench))
+            answer = round(gen_seen[1]) if gen_seen and gen_seen[0] >= MIN_SEEN_CALLS else gen_max // 2
+            jin = round(scale.judge * sum(load.judge_prompt_tokens for load in loads)) + judge_calls * answer
+            cached = round(scale.judge * sum(c.cached for c in caches)) + answer * sum(
+                c.answer_cached for c in caches
+            )
+            written = round(scale.judge * sum(c.written for c in caches)) + answer * sum(
+                c.answer_written for c in caches
+            )
+            out_low, out_high = calls * gen_max // 4, calls * gen_max
+            seen_any = False
+            if gen_seen and gen_seen[0] >= MIN_SEEN_CALLS:
+                out_low = out_high = round(calls * gen_seen[1])
+                seen_any = True
+            judge_seen = seen.judge.get(bench)
+            # Every judge of the panel makes the same calls; each at its own max_tokens and price, and
+            # with the cache discount only where that judge's provider caches prefixes.
+            shares = []
+            for judge in cfg.judges:
+                jp = judge_prices[judge.label]
+                j_low, j_high = judge_calls * JUDGE_REPLY_LOW, judge_calls * _max_tokens(judge)
+                if judge_seen and judge_seen[0] >= MIN_SEEN_CALLS:
+                    j_low = j_high = round(judge_calls * judge_seen[1])
+                    seen_any = True
+                known = jp is not None or judge_calls == 0
+                jp = jp or Price(0.0, 0.0)
+                hit, wrote = (cached, written) if caching[judge.label] else (0, 0)
+                shares.append(
+                    JudgeShare(
+                        judge=judge.label,
+                        calls=judge_calls,
+                        input_tokens=jin,
+                        output_low=j_low,
+                        output_high=j_high,
+                        cost_low=jp.cost(jin, j_low) if known else None,
+                        cost_high=jp.cost(jin, j_high) if known else None,
+                        cached_tokens=hit,
+                        cost_cached_low=jp.cost(jin, j_low, hit, wrote) if known else None,
+                        cost_cached_high=jp.cost(jin, j_high, hit, wrote) if known else None,
+                    )
+                )
+            cost_low = cost_high = cached_low = cached_high = None
+            if price is not None and all(s.cost_low is not None for s in shares):
+                cost_low = price.cost(tin, out_low) + sum(s.cost_low or 0.0 for s in shares)
+                cost_high = price.cost(tin, out_high) + sum(s.cost_high or 0.0 for s in shares)
+                if any(caching.values()):
+                    cached_low = price.cost(tin, out_low) + sum(s.cost_cached_low or 0.0 for s in shares)
+                    cached_high = price.cost(tin, out_high) + sum(s.cost_cached_high or 0.0 for s in shares)
+            out.append(
+                Estimate(
+                    model=spec.label,
+                    benchmark=bench,
+                    calls=calls,
+                    judge_calls=judge_calls * len(shares),
+                    input_tokens=tin + jin * len(shares),
+                    output_low=out_low + sum(s.output_low for s in shares),
+                    output_high=out_high + sum(s.output_high for s in shares),
+                    cost_low=cost_low,
+                    cost_high=cost_high,
+                    minutes_by_limits=_minutes(spec, calls, tin + out_high),
+                    judges=tuple(shares),
+                    judge_cached_tokens=sum(s.cached_tokens for s in shares),
+                    cost_cached_low=cached_low,
+                    cost_cached_high=cached_high,
+                    outputs_seen=seen_any,
+                    tokenizer="cl100k_base" if count is not None else None,
+                )
+            )
+    return out
+
+
+def _minutes(spec: EndpointSpec, calls: int, tokens: int) -> float | None:
+    bounds = []
+    if spec.rpm:
+        bounds.append(calls / spec.rpm)
+    if spec.tpm:
+        bounds.append(tokens / spec.tpm)
+    return max(bounds) if bounds else None
+
+
+def _range(low: float | None, high: float | None) -> str:
+    return "unknown price" if low is None or high is None else f"{low:.4f}-{high:.4f}"
+
+
+def render_estimate(rows: list[Estimate]) -> str:
+    caching = any(r.cost_cached_low is not None for r in rows)
+    head = (
+        f"{'model':20s} {'benchmark':14s} {'calls':>7s} {'judge':>7s} {'tokens in':>10s} "
+        f"{'tokens out':>17s} {'cost $':>19s}"
+        + (f" {'cached in':>10s} {'with cache $':>19s}" if caching else "")
+        + f" {'min*':>7s}"
+    )
+    lines = [head, "-" * len(head)]
+    lo = hi = clo = chi = 0.0
+    unknown = False
+    for r in rows:
+        if r.cost_low is None or r.cost_high is None:
+            unknown = True
+        else:
+            lo += r.cost_low
+            hi += r.cost_high
+            clo += r.cost_low if r.cost_cached_low is None else r.cost_cached_low
+            chi += r.cost_high if r.cost_cached_high is None else r.cost_cached_high
+        mins = "-" if r.minutes_by_limits is None else f"{r.minutes_by_limits:.1f}"
+        with_cache = (
+            f" {r.judge_cached_tokens:10d} {_range(r.cost_cached_low, r.cost_cached_high):>19s}"
+            if caching
+            else ""
+        )
+        lines.append(
+            f"{r.model[:20]:20s} {r.benchmark:14s} {r.calls:7d} {r.judge_calls:7d} {r.input_tokens:10d} "
+            f"{r.output_low:8d}-{r.output_high:<8d} {_range(r.cost_low, r.cost_high):>19s}"
+            f"{with_cache} {mins:>7s}"
+        )
+    more = " (plus models with unknown prices)" if unknown else ""
+    lines += ["", f"total cost ${lo:.4f}-${hi:.4f}{more}"]
+    if caching:
+        lines.append(f"with caching ${clo:.4f}-${chi:.4f}{more} (judge calls warmed by shared prefix)")
+    lines.append("* minutes the model's own rpm/tpm limits imply; judge calls share the judge's limits")
+    if any(r.tokenizer for r in rows):
+        lines.append("prompt tokens: cl100k_base on a sample of each benchmark, scaled to the rest")
+    if any(r.outputs_seen for r in rows):
+        lines.append("output tokens of some rows are the mean this run has seen so far")
+    judges = _by_judge(rows)
+    if judges:
+        head = f"{'judge':20s} {'calls':>8s} {'tokens in':>10s} {'tokens out':>17s} {'cost $':>19s}"
+        lines += ["", head, "-" * len(head)]
+        for j in judges:
+            lines.append(
+                f"{j.judge[:20]:20s} {j.calls:8d} {j.input_tokens:10d} {j.output_low:8d}-{j.output_high:<8d} "
+                f"{_range(j.cost_low, j.cost_high):>19s}"
+            )
+    return "\n".join(lines)
+
+
+def _by_judge(rows: list[Estimate]) -> list[JudgeShare]:
+    """Each judge's calls, tokens and cost over every (model, benchmark), in config order."""
+    out: dict[str, JudgeShare] = {}
+    for r in rows:
+        for s in r.judges:
+            t = out.get(s.judge)
+            if t is None:
+                out[s.judge] = s
+                continue
+            both = t.cost_low is not None and s.cost_low is not None
+            out[s.judge] = JudgeShare(
+                s.judge,
+                t.calls + s.calls,
+                t.input_tokens + s.input_tokens,
+                t.output_low + s.output_low,
+                t.output_high + s.output_high,
+                (t.cost_low or 0.0) + (s.cost_low or 0.0) if both else None,
+                (t.cost_high or 0.0) + (s.cost_high or 0.0) if both else None,
+                t.cached_tokens + s.cached_tokens,
+                (t.cost_cached_low or 0.0) + (s.cost_cached_low or 0.0) if both else None,
+                (t.cost_cached_high or 0.0) + (s.cost_cached_high or 0.0) if both else None,
+            )
+    return list(out.values())

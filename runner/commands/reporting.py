@@ -1,0 +1,276 @@
+"""Glue between a run directory and the metrics package: `report`, `metrics` and `status`. The metrics
+engine knows no benchmark; `metric_catalog` hands it every registered benchmark's definitions."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ifsweep import benchmarks
+from ifsweep.runner.errors import UsageError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from ifsweep.metrics import Agreement, Catalog
+    from ifsweep.runner.watch.status import StatusReport
+
+
+def metric_catalog() -> tuple[Catalog, tuple[benchmarks.BenchmarkLoadError, ...]]:
+    """Every registered benchmark's metric definitions, in registry order, and an error for each
+    benchmark that failed to load (its rows cannot be scored; the others can)."""
+    from ifsweep.metrics import Catalog  # Polars: only for commands that compute metrics
+
+    loaded = benchmarks.load_all()
+    return Catalog(tuple(m for b in loaded.benchmarks for m in b.metrics())), loaded.errors
+
+
+def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.DataFrame, Catalog]:
+    """compute_metrics over every registered benchmark's definitions, and that catalog. Rows no
+    definition scores fail with VerdictError, which then also names any registered benchmark that
+    failed to load (the likely owner of those rows)."""
+    from ifsweep import metrics
+
+    catalog, errors = metric_catalog()
+    try:
+        return metrics.compute_metrics(rows, catalog, ci=ci), catalog
+    except metrics.VerdictError as e:
+        if not errors:
+            raise
+        failed = "; ".join(map(str, errors))
+        raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
+
+
+def require_run_dir(run_dir: Path) -> None:
+    if not (run_dir / "shards").is_dir():
+        raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
+
+
+def panel_of(run_dir: Path) -> tuple[str, ...]:
+    """The judges the run's config names, in order (the manifest's); () when it names none."""
+    from ifsweep.runner.store.manifest import read_manifest
+
+    manifest = read_manifest(run_dir)
+    return manifest.judge_order if manifest is not None else ()
+
+
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
+    """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
+    judge) and the judges they hold; UsageError for a judge the run has no verdicts of."""
+    from ifsweep import metrics
+    from ifsweep.runner.store.compact import load_verdict_rows
+
+    require_run_dir(run_dir)
+    rows = load_verdict_rows(run_dir)
+    if rows.height == 0:
+        raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
+    try:
+        chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
+    except ValueError as e:
+        raise UsageError(f"{run_dir}: {e}") from None
+    return chosen.collect(), judges
+
+
+def report(
+    run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None, judge: str | None = None
+) -> str:
+    """The report of one judge's verdicts (`judge`: an id, "majority", or None for the first configured
+    judge), or with "all" every judge's figures apart (table, json and csv)."""
+    from ifsweep import metrics
+    from ifsweep.runner.store.compact import load_call_records
+
+    if judge == "all" and fmt in ("md", "html"):
+        raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
+    rows, judges = judged_rows(run_dir, judge)
+    table, catalog = compute(rows, ci=ci or fmt == "html")
+    if fmt in ("table", "json", "csv"):
+        text = _render_plain(table, catalog, fmt)
+    else:
+        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
+        if fmt == "md":
+            text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
+        else:
+            panel = _panel_section(run_dir, catalog)
+            text = metrics.render_html(
+                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+            )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    return text
+
+
+def _calls_of(calls: pl.DataFrame, judges: list[str | None], run_dir: Path) -> pl.DataFrame:
+    """The generations, and the judgments of the judges whose figures the report shows (the majority's:
+    the panel's), so its spend and unparsed rates are theirs."""
+    import polars as pl
+
+    from ifsweep import metrics
+
+    if judges == [metrics.MAJORITY]:
+        named = [j for j in metrics.judges_in(calls.filter(pl.col("kind") == "judgment")) if j is not None]
+        shown = [j for j in panel_of(run_dir) if j in named] or named
+    else:
+        shown = [j for j in judges if j is not None]
+    if not shown:
+        return calls
+    return calls.filter((pl.col("kind") == "generation") | pl.col("judge").is_in(shown))
+
+
+def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
+    import polars as pl
+
+    from ifsweep import metrics
+
+    if fmt == "json":
+        return metrics.render_json(table)
+    if fmt == "csv":
+        return metrics.render_csv(table)
+    judges = table.get_column("judge").unique(maintain_order=True).to_list() if table.height else []
+    if len(judges) <= 1:
+        return metrics.render_table(table, catalog)
+    # Every judge's leaderboards apart, one after another, each under its judge's name.
+    parts = []
+    for j in judges:
+        mine = table.filter(pl.col("judge").is_null() if j is None else pl.col("judge") == j)
+        parts.append(f"judge: {j if j is not None else '(none)'}\n{metrics.render_table(mine, catalog)}")
+    return "\n\n".join(parts)
+
+
+def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
+    """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
+    from ifsweep.runner.commands.agreement import run_agreement
+
+    found = run_agreement(run_dir, resamples=200)
+    return found if len(found.judges) > 1 else None
+
+
+def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
+    """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
+    import polars as pl
+
+    from ifsweep import metrics
+
+    parts = [
+        metrics.paired_differences(rows, catalog, bench, catalog.primary(bench))
+        for bench in sorted(set(rows.get_column("benchmark").to_list()))
+        if catalog.get(bench) is not None
+    ]
+    return pl.concat(parts) if parts else pl.DataFrame()
+
+
+def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
+    from ifsweep import metrics
+
+    for p in paths:
+        if not p.exists():
+            raise UsageError(f"{p}: no such file")
+    # Only the columns metrics read: a JSONL parse is most of the time, and it scales with columns.
+    table, catalog = compute(metrics.read_verdicts(paths, columns=metrics.METRIC_COLUMNS), ci=ci)
+    return _render_plain(table, catalog, "table" if fmt == "md" else fmt)
+
+
+def status_json(run_dir: Path) -> str:
+    """`ifsweep status --json`: the per-(model, benchmark) rows, the partitions, whether the run is
+    complete and its pairs in error by kind."""
+    import orjson
+
+    from ifsweep.runner.watch.status import status_report
+
+    require_run_dir(run_dir)
+    try:
+        report = status_report(run_dir)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
+
+
+def render_status(run_dir: Path) -> str:
+    """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
+    benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
+    from ifsweep.runner.engine.batches import open_batches
+    from ifsweep.runner.watch.board import natural_key, table_lines
+    from ifsweep.runner.watch.status import status_views
+
+    require_run_dir(run_dir)
+    try:
+        whole, report = status_views(run_dir)
+        board = table_lines(whole)
+    except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
+        raise UsageError(str(e)) from None
+    rows = sorted(report.rows, key=lambda r: (natural_key(str(r["model"])), str(r["benchmark"])))
+    head = f"{'model':24s} {'benchmark':14s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
+    # Of the prompt tokens paid for (the judge's included), the share providers served from their prefix
+    # caches, and the dollars that saved against the full input price.
+    head += f" {'cached':>7s} {'saved $':>9s}"
+    lines = [*board, "", head, "-" * len(head)]
+    for r in rows:
+        planned = "?" if r.get("planned") is None else str(r["planned"])
+        prompt = int(r.get("input_tokens") or 0)
+        share = f"{int(r.get('cached_tokens') or 0) / prompt:.0%}" if prompt else "-"
+        lines.append(
+            f"{str(r['model'])[:24]:24s} {r['benchmark']!s:14s} {planned:>8s} {r['done']:8d} "
+            f"{r['errors']:7d} {float(r['spent_usd']):10.4f} {share:>7s} "
+            f"{float(r.get('cache_saved_usd') or 0.0):9.4f}"
+        )
+    if len(report.judges) > 1:  # a panel: each judge's progress (one judge is the board's judge row)
+        lines += ["", *_judge_lines(report)]
+    if report.shared is not None or any(p["partition"] for p in report.partitions):
+        lines += ["", *_partition_lines(report)]
+    batches = open_batches(run_dir)
+    if batches:
+        requests = sum(b.requests for b in batches)
+        lines += [
+            "",
+            f"{len(batches)} Batch API batches open ({requests} requests): `ifsweep batches {run_dir}` "
+            "shows them at the provider; `ifsweep run` collects them",
+        ]
+    return "\n".join([*lines, *_incomplete_lines(report)])
+
+
+def _incomplete_lines(report: StatusReport) -> list[str]:
+    """The line a run with pairs in error ended on, as `ifsweep run` printed it."""
+    if not report.errors_by_kind:
+        return []
+    from ifsweep.runner.watch.outcomes import errors_message
+
+    failed = sum(report.errors_by_kind.values())
+    return ["", f"incomplete: {errors_message(failed, report.errors_by_kind)}"]
+
+
+def _judge_lines(report: StatusReport) -> list[str]:
+    """Per judge: the pairs it has judged (a verdict of its own each), its calls and its spend."""
+    head = f"{'judge':24s} {'planned':>8s} {'judged':>8s} {'errors':>7s} {'calls':>8s} {'spent $':>10s}"
+    lines = [head, "-" * len(head)]
+    for j in report.judges:
+        lines.append(
+            f"{str(j['judge'])[:24]:24s} {_opt(j['planned']):>8s} {j['done']:8d} {j['errors']:7d} "
+            f"{j['calls']:8d} {float(j['spent_usd']):10.4f}"
+        )
+    return lines
+
+
+def _partition_lines(report: StatusReport) -> list[str]:
+    """Per partition: its summary's progress and what its own shards spent; then the shared spend."""
+    head = f"{'partition':10s} {'status':17s} {'planned':>8s} {'done':>8s} {'errors':>7s} {'spent $':>10s}"
+    head += "  updated"
+    lines = [head, "-" * len(head)]
+    for p in report.partitions:
+        when = time.strftime("%H:%M:%S", time.localtime(p["updated_at"])) if p["updated_at"] else "-"
+        lines.append(
+            f"{p['partition'] or p['writer']:10s} {p['status'] or 'no summary':17s} {_opt(p['planned']):>8s} "
+            f"{_opt(p['done']):>8s} {_opt(p['errors']):>7s} {p['spent_usd']:10.4f}  {when}"
+        )
+    lines.append(f"spent by all partitions: ${report.spent_usd:.4f} (their shards)")
+    if report.shared is not None:
+        s = report.shared
+        when = time.strftime("%H:%M:%S", time.localtime(s["updated_at"])) if s["updated_at"] else "?"
+        lines.append(
+            f"shared ledger at {s['coordinator']}: ${float(s['spent_usd'] or 0):.4f} (as seen at {when})"
+        )
+    return lines
+
+
+def _opt(value: object) -> str:
+    return "?" if value is None else str(value)

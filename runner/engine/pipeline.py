@@ -1,0 +1,529 @@
+"""One (model, instance) through the stages: generate -> rule checks and judge turns -> verdict record.
+
+Every call goes through the content-addressed store first: a key already there (and not an error to
+retry) is never sent again, which is all that resume needs. Multi-turn judging resumes turn by turn,
+because each turn's key covers the whole conversation before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import anyio
+
+from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
+from ifsweep.providers.send.prefix import CacheHint
+from ifsweep.runner.config import BenchmarkConfig
+from ifsweep.runner.engine.warmup import WarmGate, hints_for
+from ifsweep.runner.store import keys
+from ifsweep.runner.store.keys import Identity, endpoint_identity
+from ifsweep.runner.store.shards import RunStore
+
+Outcome = Literal["done", "cached", "error", "skipped"]
+# The "v" of every record this module writes; 2 since keys carry the endpoint and the instance
+# (runner.store.keys).
+RECORD_VERSION = keys.KEY_SCHEMA
+
+
+class SupportsComplete(Protocol):
+    spec: EndpointSpec
+    caches_prefixes: (
+        bool  # whether calls sharing a prompt prefix should warm it first (runner/engine/warmup.py)
+    )
+
+    # `cache`: a shared-prefix hint (runner/engine/warmup.py); `key`: the call's content key, which batch mode
+    # uses as the request's custom_id (providers/batch/endpoint.py).
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        cache: CacheHint | None = None,
+        *,
+        key: str | None = None,
+    ) -> Completion: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BenchJob:
+    cfg: BenchmarkConfig
+    bench: Benchmark
+    template_version: str
+    data_dir: Path | None = None  # where the instances were read from (the manifest hashes it)
+
+
+@dataclass(slots=True)
+class Counters:
+    """What the progress view and summary.json read. Mutated only from the event loop thread."""
+
+    planned: int = 0
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+    calls: int = 0
+    judge_calls: int = 0
+    unparsed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    started: float = field(default_factory=time.monotonic)
+    # For the ETA (runner/watch/eta.py): the judge's tokens, and seconds the calls took (summed).
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    latency_s: float = 0.0
+    judge_latency_s: float = 0.0
+    # Prompt tokens the judge's provider served from its prefix cache, and the dollars that saved.
+    judge_cached_tokens: int = 0
+    cache_saved_usd: float = 0.0
+
+
+@dataclass(slots=True)
+class JudgeCounters:
+    """One judge's share of the sweep, for the board and summary.json: its verdicts and its calls."""
+
+    planned: int = 0
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class Pipeline:
+    store: RunStore
+    # The panel: every judge judges every pair into a verdict record of its own (its key names the
+    # judge), from the one generation. Empty when no benchmark of the sweep needs a judge.
+    judges: Sequence[SupportsComplete]
+    retry_errors: bool
+    counters: dict[tuple[str, str], Counters]  # (model label, benchmark table's report name)
+    # What an answer depends on besides the request (runner.store.keys); an import answers from files instead.
+    identify: Callable[[EndpointSpec], Identity] = endpoint_identity
+    judge_counters: dict[str, JudgeCounters] = field(default_factory=dict)  # by judge label
+    # Judges whose own cap (max_usd) ran out: they judge nothing more, the rest of the panel goes on.
+    exhausted_judges: set[str] = field(default_factory=set)
+    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # generation keys being fetched
+
+    def __post_init__(self) -> None:
+        for j in self.judges:
+            self.judge_counters.setdefault(j.spec.label, JudgeCounters())
+
+    def panel(self) -> tuple[SupportsComplete | None, ...]:
+        """The judges a pair gets a verdict from; (None,) without any: one verdict of rule values."""
+        return tuple(self.judges) if self.judges else (None,)
+
+    # ------------------------------------------------------------------------------------------ keys
+
+    def generation_key(self, spec: EndpointSpec, inst: Instance) -> str:
+        return keys.generation_key(self.identify(spec), spec.params, _msgs(inst.messages))
+
+    def verdict_key(
+        self,
+        gen_key: str,
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        unscored: frozenset[int] = frozenset(),
+        judge: SupportsComplete | None = None,
+    ) -> str:
+        """The key of `judge`'s verdict on the pair (None: a sweep without judges)."""
+        js = judge.spec if judge is not None else None
+        return keys.verdict_key(
+            benchmark=job.cfg.label,
+            instance_id=inst.instance_id,
+            gen_key=gen_key,
+            model=spec.label,
+            judge=None if js is None else (self.identify(js), js.params),
+            scoring=job.cfg.scoring,
+            reask=job.cfg.reask,
+            template=job.template_version,
+            unscored=unscored,
+        )
+
+    def _judge_key(self, judge: SupportsComplete, messages: Sequence[Message], ask: int) -> str:
+        spec = judge.spec
+        return keys.judge_key(self.identify(spec), spec.params, _msgs(messages), ask)
+
+    def _cached(self, key: str) -> dict[str, Any] | None:
+        rec = self.store.get(key)
+        if rec is None:
+            return None
+        if rec.get("status") == "error" and self.retry_errors:
+            return None
+        return rec
+
+    # ------------------------------------------------------------------------------------------ stages
+
+    async def evaluate(
+        self,
+        endpoint: SupportsComplete,
+        job: BenchJob,
+        inst: Instance,
+        *,
+        unscored: frozenset[int] = frozenset(),
+    ) -> Outcome:
+        """Score `inst` with `endpoint`'s answer into a verdict record per judge. `unscored` (imports
+        only): constraints the reference tool leaves out of its scores; they get no row and no judge
+        call. A judge added to a finished run finds every generation stored and sends only its calls."""
+        spec = endpoint.spec
+        c = self.counters[(spec.label, job.cfg.label)]
+        gen_key = self.generation_key(spec, inst)
+        todo: list[tuple[SupportsComplete | None, str]] = []
+        kept_error = False
+        for judge in self.panel():
+            v_key = self.verdict_key(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(v_key)
+            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
+            if cached is None:
+                todo.append((judge, v_key))
+            elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+                kept_error = True
+                if jc is not None:
+                    jc.errors += 1
+            elif jc is not None:
+                jc.cached += 1
+                jc.done += 1
+        if not todo:
+            if kept_error:
+                c.errors += 1
+                return "error"
+            c.cached += 1
+            c.done += 1
+            return "cached"
+        gen = await self._generation(endpoint, job, inst, gen_key, c)
+        found: list[str] = ["skipped"] * len(todo)
+
+        async def judge_one(i: int, judge: SupportsComplete | None, v_key: str) -> None:
+            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, v_key, unscored, c)
+
+        if len(todo) == 1:
+            await judge_one(0, *todo[0])
+        else:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i, (judge, v_key) in enumerate(todo):
+                        tg.start_soon(judge_one, i, judge, v_key)
+            except BaseExceptionGroup as group:
+                raise _budget_only(group) or group from None
+        if "skipped" in found:
+            return "skipped"  # a judge's own cap ran out: the pair is not finished (summary says why)
+        if kept_error or "error" in found:
+            c.errors += 1
+            return "error"
+        c.done += 1
+        return "done"
+
+    async def _verdict(
+        self,
+        judge: SupportsComplete | None,
+        endpoint: SupportsComplete,
+        job: BenchJob,
+        inst: Instance,
+        gen: Mapping[str, Any],
+        gen_key: str,
+        v_key: str,
+        unscored: frozenset[int],
+        c: Counters,
+    ) -> str:
+        """One judge's verdict record on the pair: "ok", "error", or "skipped" when the judge's own
+        budget is spent (then no record: a later run with a higher cap judges it)."""
+        spec = endpoint.spec
+        label = judge.spec.label if judge is not None else None
+        jc = self.judge_counters.get(label) if label is not None else None
+        if label is not None and label in self.exhausted_judges:
+            return "skipped"
+        if gen["status"] == "error":
+            rows = [
+                _row(con.idx, inst, None, "judge", "error")
+                for con in inst.constraints
+                if con.idx not in unscored
+            ]
+            self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error", judge)
+            if jc is not None:
+                jc.errors += 1
+            return "error"
+        text = gen.get("text") or ""
+        plan = job.bench.plan(inst, text, job.cfg.scoring)
+        # A rule value of None means the benchmark does not score that constraint at all (as its
+        # reference does not): no row, so it is neither a failure nor a gap in coverage.
+        values: dict[int, tuple[bool | None, str, str]] = {
+            idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
+        }
+        values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
+        judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
+        if judge_tasks:
+            if judge is None:
+                raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
+            results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in judge_tasks]
+            hints = _cache_hints(judge, judge_tasks)
+            gate = WarmGate()
+
+            async def run_task(i: int, task: JudgeTask) -> None:
+                results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
+
+            try:
+                async with anyio.create_task_group() as tg:
+                    for i, task in enumerate(judge_tasks):
+                        tg.start_soon(run_task, i, task)
+            except BaseExceptionGroup as group:
+                # The budget running out under one judge task is the scheduler's signal to stop
+                # dispatching, not a failure: hand it on unwrapped, as a single call would.
+                exhausted = _budget_only(group)
+                if exhausted is not None and exhausted.scope == label:
+                    # This judge's own cap: it stops, the rest of the panel and the models go on;
+                    # with no judge left, the sweep stops (answers nobody can judge are not bought).
+                    self.exhausted_judges.add(label)
+                    if all(j.spec.label in self.exhausted_judges for j in self.judges):
+                        raise exhausted from None
+                    return "skipped"
+                raise exhausted or group from None
+            for r in results:
+                values.update({idx: v for idx, v in r.items() if idx not in unscored})
+        rows = []
+        status = "ok"
+        for con in inst.constraints:
+            v, source, st = values.get(con.idx, (None, "judge", "unparsed"))
+            if st == "skipped":
+                continue
+            rows.append(_row(con.idx, inst, v, source, st))
+            if st == "error":
+                status = "error"
+        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status, judge)
+        if jc is not None:
+            if status == "error":
+                jc.errors += 1
+            else:
+                jc.done += 1
+        return status
+
+    async def _generation(
+        self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
+    ) -> dict[str, Any]:
+        """The stored answer for `key`, or a fresh one. Instances with equal messages share the key: a
+        second asker waits for the call in flight and takes its record (an error included, which this
+        run just tried), instead of paying for the same answer twice."""
+        while True:
+            gen = self._cached(key)
+            if gen is not None:
+                return gen
+            pending = self._pending.get(key)
+            if pending is None:
+                break
+            await pending.wait()
+            gen = self.store.get(key)
+            if gen is not None:
+                return gen
+        done = self._pending[key] = anyio.Event()
+        try:
+            completion = await endpoint.complete(_msgs(inst.messages), key=key)
+            gen = completion_record("generation", key, completion) | {
+                "model": endpoint.spec.label,
+                "benchmark": job.cfg.label,
+                "instance_id": inst.instance_id,
+            }
+            self.store.append(gen)
+            c.calls += 1
+            c.input_tokens += completion.input_tokens
+            c.output_tokens += completion.output_tokens
+            c.latency_s += completion.latency_s
+            c.cache_saved_usd += completion.cache_saved_usd
+            return gen
+        finally:
+            del self._pending[key]
+            done.set()
+
+    async def _judge_task(
+        self,
+        job: BenchJob,
+        spec: EndpointSpec,
+        inst: Instance,
+        task: JudgeTask,
+        c: Counters,
+        judge: SupportsComplete,
+        hint: CacheHint | None = None,
+        gate: WarmGate | None = None,
+    ) -> dict[int, tuple[bool | None, str, str]]:
+        """`hint`: the first turn's shared prefix, if any; its first sender warms it through `gate`
+        while the others sharing it wait (cache-aware dispatch, runner/engine/warmup.py). Keys are unchanged:
+        what a reply depends on is the prompt, and the hint does not change the prompt."""
+        jc = self.judge_counters.setdefault(judge.spec.label, JudgeCounters())
+        out: dict[int, tuple[bool | None, str, str]] = {}
+        replies: list[str] = []
+        for turn_idx, turn in enumerate(task.turns):
+            outcome: TurnOutcome | None = None
+            reply = ""
+            unparsed: list[str] = []
+            for ask in range(job.cfg.reask + 1):
+                # A re-ask is a follow-up, not the same request again (at temperature 0 that mostly gets
+                # the same reply): the unparsed replies, each followed by the benchmark's format rule
+                # (docs/design/reask.md). The key covers exactly what is sent, so resume stays exact.
+                messages = task.messages_for_ask(turn_idx, tuple(replies), tuple(unparsed))
+                key = self._judge_key(judge, messages, ask)
+                rec = self._cached(key)
+                fresh = rec is None
+                if rec is None:
+                    if turn_idx == 0 and hint is not None and gate is not None:
+                        async with gate.warm(hint.key):
+                            completion = await judge.complete(_msgs(messages), hint, key=key)
+                    else:
+                        completion = await judge.complete(_msgs(messages), key=key)
+                    rec = completion_record("judgment", key, completion) | {
+                        "judge": judge.spec.label,
+                        "model": spec.label,
+                        "benchmark": job.cfg.label,
+                        "instance_id": inst.instance_id,
+                        "task_idx": task.task_idx,
+                        "turn_idx": turn_idx,
+                        "ask": ask,
+                        "parse": None,
+                    }
+                    c.judge_calls += 1
+                    c.judge_input_tokens += completion.input_tokens
+                    c.judge_output_tokens += completion.output_tokens
+                    c.judge_latency_s += completion.latency_s
+                    c.judge_cached_tokens += completion.cached_tokens
+                    c.cache_saved_usd += completion.cache_saved_usd
+                    jc.calls += 1
+                    jc.input_tokens += completion.input_tokens
+                    jc.output_tokens += completion.output_tokens
+                if rec["status"] == "error":
+                    if fresh:
+                        self.store.append(rec)
+                    return _fill(out, task, "error")
+                reply = rec.get("text") or ""
+                outcome = job.bench.parse(inst, task, turn_idx, reply, job.cfg.scoring)
+                if fresh:
+                    rec["parse"] = "ok" if outcome.parsed else "unparsed"
+                    self.store.append(rec)
+                if outcome.parsed:
+                    break
+                c.unparsed += 1
+                unparsed.append(reply)
+            assert outcome is not None
+            idxs = turn.constraint_idxs
+            if outcome.values is None:
+                for idx in idxs:
+                    out[idx] = (None, "judge", "unparsed")
+            else:
+                for idx, v in zip(idxs, outcome.values, strict=True):
+                    out[idx] = (v, "judge", "ok" if v is not None else "unparsed")
+            replies.append(reply)
+            if outcome.stop:
+                # The reference protocol never asks the rest: they get no row at all, as there.
+                return _fill(out, task, "skipped")
+        return _fill(out, task, "unparsed")
+
+    def _write_verdict(
+        self,
+        key: str,
+        gen_key: str,
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        rows: list[dict[str, Any]],
+        status: str,
+        judge: SupportsComplete | None = None,
+    ) -> None:
+        self.store.append(
+            {
+                "v": RECORD_VERSION,
+                "kind": "verdict",
+                "key": key,
+                "status": status,
+                "model": spec.label,
+                "judge": judge.spec.label if judge is not None else None,
+                "benchmark": job.cfg.label,
+                "instance_id": inst.instance_id,
+                "group_id": inst.group_id,
+                "level": inst.level,
+                "category": inst.category,
+                "split": inst.split,
+                "gen_key": gen_key,
+                "scoring": job.cfg.scoring,
+                "rows": rows,
+                # Constraints left without a row by the benchmark's (or the reference's) rule: with the
+                # rows they account for every constraint, which check_verdicts verifies.
+                "skipped": len(inst.constraints) - len(rows),
+                "ts": time.time(),
+            }
+        )
+
+
+def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[int, CacheHint]:
+    """Which of `tasks` share a first-turn prefix worth warming, when `judge` caches prefixes."""
+    if not judge.caches_prefixes or len(tasks) < 2:
+        return {}
+    prompts = [_msgs(t.messages_for_turn(0, ())) for t in tasks]
+    return hints_for(prompts, f"{judge.spec.model}@{judge.spec.api_base}")
+
+
+def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | None:
+    """The first BudgetExhausted when that is all `group` holds, else None."""
+    rest = group.subgroup(lambda e: not isinstance(e, BudgetExhausted | BaseExceptionGroup))
+    if rest is not None:
+        return None
+    found: BaseException | None = group.subgroup(BudgetExhausted)
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, BudgetExhausted) else None
+
+
+def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
+    return {
+        "v": RECORD_VERSION,
+        "kind": kind,
+        "key": key,
+        "status": c.status,
+        "text": c.text,
+        "finish_reason": c.finish_reason,
+        "input_tokens": c.input_tokens,
+        "output_tokens": c.output_tokens,
+        "cost_usd": c.cost_usd,
+        "latency_s": c.latency_s,
+        "attempts": c.attempts,
+        "rate_limited": c.rate_limited,
+        "error_kind": c.error_kind,
+        "error_message": c.error_message,
+        "path": c.path,
+        "usage_estimated": c.usage_estimated,
+        # Of input_tokens, read from / written to the provider's prefix cache; what the cache saved.
+        "cached_tokens": c.cached_tokens,
+        "cache_write_tokens": c.cache_write_tokens,
+        "cache_saved_usd": c.cache_saved_usd,
+        "ts": time.time(),
+    }
+
+
+def _decides_only(task: JudgeTask, idxs: frozenset[int]) -> bool:
+    """Whether every constraint `task` decides is among `idxs` (then nothing would use its replies)."""
+    return bool(idxs) and all(i in idxs for turn in task.turns for i in turn.constraint_idxs)
+
+
+def _fill(
+    out: dict[int, tuple[bool | None, str, str]], task: JudgeTask, status: str
+) -> dict[int, tuple[bool | None, str, str]]:
+    """Constraints of turns never reached (an error, or an early stop) get `status`."""
+    for turn in task.turns:
+        for idx in turn.constraint_idxs:
+            out.setdefault(idx, (None, "judge", status))
+    return out
+
+
+def _row(idx: int, inst: Instance, v: bool | None, source: str, status: str) -> dict[str, Any]:
+    con = inst.constraints[idx]
+    return {
+        "constraint_idx": idx,
+        "instruction_idx": con.instruction_idx,
+        "constraint_type": con.type,
+        "priority": con.priority,
+        "satisfied": v if status == "ok" else None,
+        "source": source,
+        "status": status,
+    }
+
+
+def _msgs(messages: Sequence[Message]) -> list[dict[str, str]]:
+    return [m.as_dict() for m in messages]

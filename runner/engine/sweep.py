@@ -1,0 +1,606 @@
+"""One `ifsweep run`: load, check, open the run directory, run the models, write the summary.
+
+Everything that can be wrong with the config or the data is found before the run directory is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from ifsweep import benchmarks
+from ifsweep.providers.records import EndpointSpec
+from ifsweep.runner.config import ConfigError, SweepConfig
+from ifsweep.runner.engine.coordinator import join as join_coordinator
+from ifsweep.runner.engine.coordinator import record_spend
+from ifsweep.runner.engine.coordinator import totals as spend_totals
+from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.engine.scheduler import (
+    EXIT_CODES,
+    Elastic,
+    Keep,
+    StopControl,
+    SweepStatus,
+    Work,
+    all_pairs,
+    count_planned,
+    run_models,
+    worker_cap,
+)
+from ifsweep.runner.store.keys import endpoint_identity
+from ifsweep.runner.store.manifest import (
+    BenchmarkEntry,
+    Manifest,
+    ModelEntry,
+    compare,
+    older_records,
+    read_manifest,
+    relabel_legacy_judge,
+    write_manifest,
+)
+from ifsweep.runner.store.shards import DiskFullError
+from ifsweep.runner.store.spooled import SpooledInstances
+from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
+from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
+from ifsweep.runner.watch.progress import ProgressState, run_progress
+from ifsweep.runner.watch.reading import SweepPlan
+from ifsweep.runner.watch.status import summary_name
+from ifsweep.runner.watch.workload import bench_shapes
+
+SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
+
+if TYPE_CHECKING:
+    from ifsweep.runner.engine.process import OwnedProcess
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    """How a sweep ended. `status`: complete | failed | budget_exhausted | interrupted; `planned`,
+    `done` and `errors` count (model, instance) pairs; `spent_usd` is every call this run and earlier
+    runs of the directory paid for; `message` says why a sweep did not complete."""
+
+    status: SweepStatus
+    planned: int
+    done: int
+    errors: int
+    spent_usd: float
+    message: str = ""
+    # Pairs that ended in error, by why: an answer's error kind ("context_length", "timeout", ...) or
+    # "judge:KIND" when a judge call failed. A sweep with any is "failed" (exit 1): run it again to retry.
+    errors_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned pair is done, none in error."""
+        return self.status == "complete"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+def specs_of(cfg: SweepConfig) -> list[EndpointSpec]:
+    """The models, then the judges."""
+    return [*cfg.models, *cfg.judges]
+
+
+def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
+    """What the progress board and its ETA need to know of the sweep's shape."""
+    n = max(1, len(cfg.judges))
+    # Every judge of the panel makes a pair's judge calls: the walk sees them all (runner/watch/reading.py).
+    shapes = {b: replace(s, judge_calls=s.judge_calls * n) for b, s in bench_shapes(work).items()}
+    return SweepPlan(
+        order=tuple(job.cfg.label for job, _ in work.jobs),
+        shapes=shapes,
+        workers={s.label: worker_cap(s, cfg) for s in cfg.models},
+        slots=cfg.run.concurrency,
+        judge=cfg.judge.label if cfg.judge is not None else None,
+        judges=tuple(s.label for s in cfg.judges),
+    )
+
+
+def load_work(cfg: SweepConfig) -> Work:
+    """Every benchmark's instances, validated. Raises ConfigError or DataError; writes nothing."""
+    jobs = []
+    for i, bc in enumerate(cfg.benchmarks):
+        bench = benchmarks.get(bc.name)
+        data_dir = bc.data if bc.data is not None else _download(bc.name, bench.release)
+        instances = SpooledInstances(bench.load(data_dir, bc.options), limit=bc.limit)
+        if not instances:
+            raise ConfigError(
+                cfg.path, f"benchmarks[{i}]", f"no {bc.name} instances selected from {data_dir}"
+            )
+        jobs.append(
+            (
+                BenchJob(cfg=bc, bench=bench, template_version=bench.template_version(), data_dir=data_dir),
+                instances,
+            )
+        )
+    return Work(jobs=tuple(jobs))
+
+
+def _download(name: str, release: benchmarks.Release) -> Path:
+    from ifsweep.runner.engine.datasets import ensure_release
+
+    return ensure_release(name, release)
+
+
+def needs_judge(work: Work) -> bool:
+    """Whether any loaded instance is judge-scored; an empty answer shows the plan's shape."""
+    for job, instances in work.jobs:
+        for inst in instances:
+            if job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+                return True
+    return False
+
+
+def check_ready(cfg: SweepConfig, work: Work) -> None:
+    if not cfg.judges and needs_judge(work):
+        raise ConfigError(
+            cfg.path, "judge", "missing: the selected benchmarks need a judge model ([judge] table)"
+        )
+    from ifsweep.providers.pricing import check_prices
+
+    check_prices(specs_of(cfg), sweep_cap=cfg.run.max_usd is not None)
+
+
+async def run_sweep(
+    cfg: SweepConfig,
+    work: Work,
+    *,
+    partition: tuple[int, int] | None = None,
+    progress: str | None = None,
+    retry_errors: bool | None = None,
+    process: OwnedProcess | None = None,
+) -> SweepResult:
+    """Run (or resume) the sweep into cfg.run.output_dir. Changes no process-wide state unless the
+    program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
+    settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was stored
+    is
+    flushed, the summary says "interrupted", and running it again resumes."""
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.runner.engine.batches import StoreJournal
+    from ifsweep.runner.engine.partition import in_partition
+    from ifsweep.runner.store.shards import RunStore
+
+    if process is not None:
+        process.prepare()
+    run_dir = cfg.run.output_dir
+    prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
+    writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
+    retry = cfg.run.retry_errors if retry_errors is None else retry_errors
+    store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    coordinator = None
+    state: ProgressState | None = None  # set once the counters and budget exist (see the cancel path)
+    started = time.time()
+    try:
+        tally = SpendTally()
+        if cfg.run.coordinator is None:
+            spent = _already_spent(store, tally)
+        else:
+            coordinator, baseline = await join_coordinator(cfg.run.coordinator, run_dir, writer_id)
+            spent = spend_totals(baseline)
+            _already_spent(store, tally)
+        store.on_append = tally.add
+        budget = _budget(cfg, spent, coordinator)
+
+        keep: Keep = None
+        if partition is not None:
+            index, count = partition
+
+            def keep(key: str) -> bool:
+                return in_partition(key, index, count)
+
+        counters = count_planned(work, cfg.models, keep)
+        state = ProgressState(
+            counters=counters,
+            spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
+            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
+            plan=sweep_plan(cfg, work),
+        )
+        stop = StopControl(anyio.Event())
+        status: SweepStatus = "complete"
+        message = ""
+        shared_at = None
+        if coordinator is not None:
+            coordinator.emit = state.on_event
+            shared_at = coordinator.settings.display
+
+        async with ProviderPool(
+            budget=budget,
+            on_event=state.on_event,
+            global_concurrency=cfg.run.concurrency,
+            coordinator=coordinator,
+            journal=StoreJournal(store),
+        ) as pool:
+            judges = [pool.caller(s) for s in cfg.judges]
+            endpoints = [pool.caller(s) for s in cfg.models]
+            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
+            state.batches.update({b.spec.label: b.progress for b in pool.batch_endpoints})
+            pipeline = Pipeline(store=store, judges=judges, retry_errors=retry, counters=counters)
+            state.judges = pipeline.judge_counters
+            pairs = sum(c.planned for c in counters.values())
+            for jc in pipeline.judge_counters.values():
+                jc.planned = pairs
+
+            by_label = {e.spec.label: e for e in endpoints}
+            elastic = Elastic(
+                room=lambda: pool.has_room() and not any(j.congested() for j in judges),
+                congested=lambda label: by_label[label].congested(),
+            )
+
+            try:
+                with process.frozen() if process is not None else contextlib.nullcontext():
+                    async with anyio.create_task_group() as outer:
+                        outer.start_soon(store.flusher)
+                        outer.start_soon(run_progress, state, progress or cfg.run.progress)
+                        if process is not None:
+                            outer.start_soon(
+                                process.watch, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
+                            )
+                        trim = process.trim if process is not None else None
+                        outer.start_soon(
+                            _write_summary_every,
+                            run_dir,
+                            counters,
+                            budget,
+                            tally,
+                            started,
+                            writer_id,
+                            trim,
+                            state,
+                            shared_at,
+                        )
+                        if coordinator is not None:
+                            outer.start_soon(coordinator.run)
+                        if pool.batch_endpoints:
+                            await outer.start(pool.run_batches)
+                        try:
+                            await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
+                        finally:
+                            outer.cancel_scope.cancel()
+            except Exception as e:  # a bug or an I/O failure: the run stays resumable
+                status, message = "failed", _describe(e)
+            still_open = sum(len(b.open_batches()) for b in pool.batch_endpoints)
+        if stop.reason is not None:
+            status = stop.reason
+            if status == "budget_exhausted" and pipeline.exhausted_judges and not message:
+                message = "budget reached for " + ", ".join(
+                    f"judge {j}" for j in sorted(pipeline.exhausted_judges)
+                )
+        elif (stop.exhausted_models or pipeline.exhausted_judges) and status == "complete":
+            status = "budget_exhausted"
+            message = "budget reached for " + ", ".join(
+                [*sorted(stop.exhausted_models), *(f"judge {j}" for j in sorted(pipeline.exhausted_judges))]
+            )
+        elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
+            status, message = "failed", "some pairs did not finish"
+        if still_open and status != "complete":
+            # Left running at the provider (never cancelled on exit): the next run collects them.
+            message = (message + "; " if message else "") + (
+                f"{still_open} batch{'es' if still_open != 1 else ''} still running at the provider: run the "
+                f"same command again to collect the results (`ifsweep batches {run_dir} --cancel` cancels)"
+            )
+        if status == "complete":
+            try:
+                check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
+            except IncompleteVerdicts as e:
+                status, message = "failed", str(e)
+        errors = sum(c.errors for c in counters.values())
+        if status == "complete" and errors:
+            status = "failed"  # said below, once the kinds are counted
+        try:
+            store.flush()
+        except DiskFullError as e:
+            status, message = "failed", _describe(e)
+        if coordinator is not None and not await coordinator.close():
+            print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
+        result = _result(status, counters, budget.spent_usd, message)
+        if errors:
+            by_kind = _errors_by_kind(store, cfg, work, keep)
+            told = errors_message(errors, by_kind)
+            said = f"{result.message}; {told}" if result.message else told
+            result = dataclasses.replace(result, errors_by_kind=by_kind, message=said)
+        try:
+            write_summary(
+                run_dir, result.status, result, counters, tally, started, writer_id, state, shared_at
+            )
+        except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
+            print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
+        return result
+    except anyio.get_cancelled_exc_class():
+        # Cancelled by whoever awaits the sweep (the library's caller): keep what was stored, say so,
+        # and let the cancellation go on. Before the progress state exists (while joining the
+        # coordinator) nothing was sent, so there is nothing to summarize.
+        if state is not None:
+            _note_cancelled(store, run_dir, counters, budget, tally, started, writer_id, state)
+        raise
+    finally:
+        if coordinator is not None:
+            with anyio.CancelScope(shield=True):
+                await coordinator.close()  # a no-op if closed above; else its holds go at once
+        with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
+            store.close()
+
+
+def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dict[str, int]:
+    """Why this sweep's pairs in error failed, from what is stored: one pass over the records, made
+    only when some pair failed (a clean resume never pays for it)."""
+    tally = ErrorTally()
+    for rec in store.iter_records({"generation", "judgment", "verdict"}):
+        tally.add(rec)
+    planned = {
+        (s.label, job.cfg.label, inst.instance_id) for s, job, inst in all_pairs(work, cfg.models, keep)
+    }
+    return tally.by_kind(planned.__contains__)
+
+
+def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:
+    for spec, job, inst in all_pairs(work, cfg.models, keep):
+        yield from planned_verdicts(pipeline, spec, job, inst)
+
+
+class IncompatibleRun(ValueError):
+    """The run directory holds results made under settings this config would change."""
+
+
+def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
+    from ifsweep.runner.store.shards import record_key
+
+    def entry(spec: EndpointSpec) -> ModelEntry:
+        return ModelEntry(model=spec.model, params=dict(spec.params), endpoint=endpoint_identity(spec))
+
+    return Manifest(
+        ifsweep_version=_version(),
+        config_hash=record_key(dict(cfg.raw)),
+        benchmarks={
+            job.cfg.label: BenchmarkEntry(
+                data_hash=data_hash(_data_dir(job)),
+                template_version=job.template_version,
+                scoring=job.cfg.scoring,
+                settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
+            )
+            for job, _ in work.jobs
+        },
+        models={s.label: entry(s) for s in cfg.models},
+        judge=entry(cfg.judge) if cfg.judge is not None else None,
+        judges={s.label: entry(s) for s in cfg.judges},
+        judge_order=tuple(s.label for s in cfg.judges),
+        budget_usd=cfg.run.max_usd,
+        limits={"concurrency": cfg.run.concurrency},
+    )
+
+
+def _data_dir(job: BenchJob) -> Path:
+    # load_work records where it read (a local copy or the verified download): hash that, without a
+    # second download check.
+    if job.data_dir is None:
+        raise ValueError(f"{job.cfg.name}: job built without the data directory it was loaded from")
+    return job.data_dir
+
+
+def data_hash(path: Path) -> str:
+    """sha256 over the data files' names and bytes; a `limit` or option change leaves it alone."""
+    h = hashlib.sha256()
+    files = (
+        [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+    )
+    for f in files:
+        h.update(str(f.relative_to(path) if f != path else f.name).encode() + b"\0")
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ifsweep")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
+    """Refuse a resume that would mix settings; otherwise (re)write the manifest before any result."""
+    new = build_manifest(cfg, work)
+    old = read_manifest(run_dir)
+    if old is None and (why := older_records(run_dir)) is not None:
+        raise IncompatibleRun(why)
+    if old is not None:
+        old = relabel_legacy_judge(old, new)
+        verdict = compare(old, new)
+        if not verdict.ok:
+            raise IncompatibleRun(f"{run_dir}: {verdict.message()}")
+        # Keep what the earlier run recorded for benchmarks and models this config leaves out.
+        new = Manifest(
+            ifsweep_version=new.ifsweep_version,
+            config_hash=new.config_hash,
+            benchmarks={**old.benchmarks, **new.benchmarks},
+            models={**old.models, **new.models},
+            judge=new.judge,
+            # A judge left out of the config keeps its entry (its verdicts stay in the shards); the
+            # order names the configured panel, whose first judge reports show by default.
+            judges={**old.judges, **new.judges},
+            judge_order=new.judge_order,
+            budget_usd=new.budget_usd,
+            limits=new.limits,
+        )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_manifest(run_dir, new)
+    except OSError as e:
+        raise ConfigError(
+            cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
+        ) from None
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(dict.fromkeys(_describe(x) for x in e.exceptions))
+    if isinstance(e, DiskFullError):
+        return f"{e.strerror or e}; free space (or raise the limit) and run the same command again to resume"
+    return f"{type(e).__name__}: {e}"
+
+
+def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator: Any) -> Any:
+    """The sweep's Budget with a scope per model (and the judge), starting from what was spent."""
+    from ifsweep.providers.budget import Budget
+
+    spent_total, spent_by = spent
+    budget = Budget(
+        cfg.run.max_usd, spent_usd=spent_total, shared=coordinator.ledger if coordinator else None
+    )
+    for spec in specs_of(cfg):
+        budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+    return budget
+
+
+def _already_spent(store: Any, tally: SpendTally) -> tuple[float, dict[str, float]]:
+    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent; each
+    record also goes into `tally` (the summary's per-(model, benchmark) spend)."""
+    total = 0.0
+    by: dict[str, float] = {}
+    # Every stored call was paid for, superseded error records included.
+    for rec in store.iter_records({"generation", "judgment"}):
+        tally.add(rec)
+        label, cost = record_spend(rec)
+        total += cost
+        if label is not None:
+            by[label] = by.get(label, 0.0) + cost
+    return total, by
+
+
+def _note_cancelled(
+    store: Any,
+    run_dir: Path,
+    counters: dict[tuple[str, str], Counters],
+    budget: Any,
+    tally: SpendTally,
+    started: float,
+    writer_id: str,
+    state: ProgressState,
+) -> None:
+    """The summary of a sweep whose task was cancelled: "interrupted", after the shards are flushed."""
+    message = "cancelled; run the same sweep again to resume"
+    try:
+        store.flush()
+        result = _result("interrupted", counters, budget.spent_usd, message)
+        write_summary(run_dir, result.status, result, counters, tally, started, writer_id, state)
+    except OSError as e:  # a full disk: the shards, not the summary, are what resume reads
+        print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
+
+
+def _result(
+    status: SweepStatus, counters: dict[tuple[str, str], Counters], spent: float, message: str
+) -> SweepResult:
+    return SweepResult(
+        status=status,
+        planned=sum(c.planned for c in counters.values()),
+        done=sum(c.done for c in counters.values()),
+        errors=sum(c.errors for c in counters.values()),
+        spent_usd=spent,
+        message=message,
+    )
+
+
+async def _write_summary_every(
+    run_dir: Path,
+    counters: dict[tuple[str, str], Counters],
+    budget: Any,
+    tally: SpendTally,
+    started: float,
+    writer_id: str = "main",
+    trim: Callable[[], None] | None = None,
+    state: ProgressState | None = None,
+    coordinator: str | None = None,
+) -> None:
+    while True:
+        await anyio.sleep(SUMMARY_EVERY_S)
+        result = _result("complete", counters, budget.spent_usd, "")
+        data = summary_bytes("running", result, counters, tally, started, state, coordinator)
+        # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
+        # every answer waiting to be read. The body was built here, where the counters live.
+        await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
+        if trim is not None:
+            await anyio.to_thread.run_sync(trim)
+
+
+def write_summary(
+    run_dir: Path,
+    status: str,
+    result: SweepResult,
+    counters: dict[tuple[str, str], Counters],
+    tally: SpendTally,
+    started: float,
+    writer_id: str = "main",
+    state: ProgressState | None = None,
+    coordinator: str | None = None,
+) -> None:
+    """RUN_DIR/summary.json (summary-p0of4.json for a partition: `status.summary_name`), replaced
+    atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
+    `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
+    data = summary_bytes(status, result, counters, tally, started, state, coordinator)
+    atomic_write(run_dir / summary_name(writer_id), data)
+
+
+def summary_bytes(
+    status: str,
+    result: SweepResult,
+    counters: dict[tuple[str, str], Counters],
+    tally: SpendTally,
+    started: float,
+    state: ProgressState | None = None,
+    coordinator: str | None = None,
+) -> bytes:
+    """`spent_usd` at the top is every call this run directory paid for (the shared ledger's total
+    under a coordinator); each by_model row's `spent_usd` is that (model, benchmark)'s answers plus
+    its judge calls, `judge_usd` the judge calls alone: the figures `ifsweep status` computes."""
+    body: dict[str, Any] = {
+        "status": status,
+        "complete": status == "complete",
+        "message": result.message,
+        "planned": result.planned,
+        "done": result.done,
+        "errors": result.errors,
+        "errors_by_kind": dict(result.errors_by_kind),
+        "spent_usd": result.spent_usd,
+        "started_at": started,
+        "updated_at": time.time(),
+        "by_model": [
+            {
+                "model": model,
+                "benchmark": bench,
+                "planned": c.planned,
+                "done": c.done,
+                "errors": c.errors,
+                "calls": c.calls + c.judge_calls,
+                **tally.fields((model, bench)),
+            }
+            for (model, bench), c in sorted(counters.items())
+        ],
+    }
+    if state is not None:  # what `ifsweep status` needs to redo the ETA (runner/watch/status.py)
+        body.update(state.summary_fields())
+    if coordinator is not None:
+        body["coordinator"] = coordinator
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,226 @@
+"""Reading a run for reports: newest record per key, as Polars frames, from Parquet or from the shards.
+
+`compact` writes RUN_DIR/compact/{generations,judgments,verdicts}.parquet plus state.json, the list of
+shard files (name, size, mtime) they were built from. Readers use the Parquet only while that list
+still matches the shards exactly, so a report never shows stale numbers; otherwise they stream the
+shards, which gives the same frame, only slower.
+
+Checksums are verified line by line in Python (runner.store.shards), then the chosen lines go to Polars'
+NDJSON reader in one buffer, which parses and types them far faster than building rows in Python.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from ifsweep.metrics import VERDICT_SCHEMA
+from ifsweep.runner.store.shards import DamageReport, scan_shards, shard_files
+
+__all__ = [
+    "CALL_COLUMNS",
+    "COMPACT_DIR",
+    "VERDICT_COLUMNS",
+    "CompactResult",
+    "compact",
+    "latest_lines",
+    "load_call_records",
+    "load_verdict_rows",
+]
+
+COMPACT_DIR = "compact"
+_STATE = "state.json"
+
+_ROW_SCHEMA = pl.Struct(
+    {
+        "constraint_idx": pl.Int64,
+        "instruction_idx": pl.Int64,
+        "constraint_type": pl.String,
+        "priority": pl.String,
+        "satisfied": pl.Boolean,
+        "source": pl.String,
+        "status": pl.String,
+    }
+)
+_VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
+    "key": pl.String(),
+    "benchmark": pl.String(),
+    "model": pl.String(),
+    "judge": pl.String(),
+    "scoring": pl.String(),
+    "instance_id": pl.String(),
+    "group_id": pl.String(),
+    "level": pl.Int64(),
+    "category": pl.String(),
+    "split": pl.String(),
+    "rows": pl.List(_ROW_SCHEMA),
+}
+# One row per constraint: the metrics package's verdict schema (its `scoring` says which mode decided a
+# row: a run may score one benchmark in two modes over time, and CFBench's reference mode rounds).
+VERDICT_COLUMNS: dict[str, pl.DataType] = dict(VERDICT_SCHEMA)
+CALL_COLUMNS: dict[str, pl.DataType] = {
+    "kind": pl.String(),
+    "key": pl.String(),
+    "model": pl.String(),
+    "judge": pl.String(),
+    "benchmark": pl.String(),
+    "instance_id": pl.String(),
+    "task_idx": pl.Int64(),
+    "turn_idx": pl.Int64(),
+    "ask": pl.Int64(),
+    "status": pl.String(),
+    "parse": pl.String(),
+    "text": pl.String(),
+    "finish_reason": pl.String(),
+    "input_tokens": pl.Int64(),
+    "output_tokens": pl.Int64(),
+    "cost_usd": pl.Float64(),
+    "cached_tokens": pl.Int64(),  # null in records written before prefix caching was recorded
+    "cache_saved_usd": pl.Float64(),
+    "latency_s": pl.Float64(),
+    "attempts": pl.Int64(),
+    "rate_limited": pl.Int64(),
+    "error_kind": pl.String(),
+    "error_message": pl.String(),
+    "path": pl.String(),
+    "ts": pl.Float64(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResult:
+    directory: Path
+    generations: int
+    judgments: int
+    verdicts: int  # verdict records
+    verdict_rows: int  # one per constraint
+    damaged: list[DamageReport] = field(default_factory=list)
+
+
+def latest_lines(
+    run_dir: Path, kinds: Iterable[str], damaged: list[DamageReport] | None = None
+) -> dict[str, list[bytes]]:
+    """The newest valid line per key of each kind, merged over every writer (same rule as RunStore:
+    later wins, but an error never shadows a success)."""
+    wanted = set(kinds)
+    best: dict[bytes, tuple[str, bytes, bool]] = {}
+    get = best.get
+    for sl in scan_shards(run_dir, damaged, kinds=wanted):
+        old = get(sl.key)
+        if old is None or not sl.is_error or old[2]:
+            best[sl.key] = (sl.kind, sl.line, sl.is_error)
+    out: dict[str, list[bytes]] = {k: [] for k in wanted}
+    for kind, line, _ in best.values():
+        out[kind].append(line)
+    return out
+
+
+def _frame(lines: list[bytes], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    if not lines:
+        return pl.DataFrame(schema=schema)
+    buf = io.BytesIO(b"\n".join(lines))
+    return pl.read_ndjson(buf, schema=schema)
+
+
+def _verdict_rows(lines: list[bytes], run: str) -> pl.DataFrame:
+    recs = _frame(lines, _VERDICT_RECORD_SCHEMA)
+    rows = (
+        recs.filter(pl.col("rows").list.len() > 0)
+        .explode("rows")
+        .unnest("rows")
+        .with_columns(pl.lit(run, pl.String).alias("run"))
+    )
+    return rows.select([pl.col(c).cast(t) for c, t in VERDICT_COLUMNS.items()])
+
+
+def _call_records(gens: list[bytes], judgments: list[bytes]) -> pl.DataFrame:
+    schema = {k: v for k, v in CALL_COLUMNS.items() if k != "kind"}
+    frames = [
+        _frame(lines, schema).with_columns(pl.lit(kind, pl.String).alias("kind"))
+        for kind, lines in (("generation", gens), ("judgment", judgments))
+    ]
+    return pl.concat(frames).select(list(CALL_COLUMNS))
+
+
+def _shard_state(run_dir: Path) -> list[list[Any]]:
+    state = []
+    for _, _, p in shard_files(run_dir):
+        st = p.stat()
+        state.append([p.name, st.st_size, st.st_mtime_ns])
+    return state
+
+
+def _write_parquet(df: pl.DataFrame, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    df.write_parquet(tmp)
+    os.replace(tmp, path)
+
+
+def compact(run_dir: Path, *, run: str | None = None) -> CompactResult:
+    """Write the newest record per key of each kind to RUN_DIR/compact/*.parquet."""
+    run_dir = Path(run_dir)
+    before = _shard_state(run_dir)
+    damaged: list[DamageReport] = []
+    lines = latest_lines(run_dir, ("generation", "judgment", "verdict"), damaged)
+    out = run_dir / COMPACT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    # Remove the freshness proof first: a crash midway must not leave new Parquet vouched for by old state.
+    (out / _STATE).unlink(missing_ok=True)
+    calls = _call_records(lines["generation"], lines["judgment"])
+    _write_parquet(calls.filter(pl.col("kind") == "generation"), out / "generations.parquet")
+    _write_parquet(calls.filter(pl.col("kind") == "judgment"), out / "judgments.parquet")
+    rows = _verdict_rows(lines["verdict"], run or _run_name(run_dir))
+    _write_parquet(rows, out / "verdicts.parquet")
+    # A writer that appended while we read makes the state differ: then no state, and readers stream.
+    if _shard_state(run_dir) == before:
+        (out / _STATE).write_bytes(orjson.dumps({"shards": before, "run": run or _run_name(run_dir)}))
+    return CompactResult(
+        directory=out,
+        generations=len(lines["generation"]),
+        judgments=len(lines["judgment"]),
+        verdicts=len(lines["verdict"]),
+        verdict_rows=rows.height,
+        damaged=damaged,
+    )
+
+
+def _run_name(run_dir: Path) -> str:
+    return run_dir.resolve().name
+
+
+def _fresh(run_dir: Path, run: str) -> bool:
+    try:
+        state = orjson.loads((run_dir / COMPACT_DIR / _STATE).read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return False
+    return (
+        isinstance(state, dict) and state.get("run") == run and state.get("shards") == _shard_state(run_dir)
+    )
+
+
+def load_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.DataFrame:
+    """Verdict rows (VERDICT_COLUMNS), newest verdict per key; from Parquet when it is current."""
+    run_dir = Path(run_dir)
+    name = run or _run_name(run_dir)
+    if _fresh(run_dir, name):
+        return pl.read_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
+    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name)
+
+
+def load_call_records(run_dir: Path) -> pl.DataFrame:
+    """Generation and judgment records (CALL_COLUMNS, `kind` tells which), newest per key."""
+    run_dir = Path(run_dir)
+    if _fresh(run_dir, _run_name(run_dir)):
+        out = run_dir / COMPACT_DIR
+        return pl.concat(
+            [pl.read_parquet(out / "generations.parquet"), pl.read_parquet(out / "judgments.parquet")]
+        )
+    lines = latest_lines(run_dir, ("generation", "judgment"))
+    return _call_records(lines["generation"], lines["judgment"])

@@ -1,0 +1,97 @@
+"""What every stored result depends on, and nothing else: the content keys of generations, judge calls
+and verdicts (sha256 of canonical JSON, `runner.store.shards.record_key`).
+
+- A generation depends on the endpoint that answers (provider, base URL, the model name the provider
+  sees, the send path), the decoding params and the messages. Not on the config id or the key variable:
+  two model ids on one endpoint share their answers, two on different endpoints never do.
+- A judge call depends on the judge's endpoint, its params, the messages and the ask index, not on the
+  instance: identical judge conversations may share a reply.
+- A verdict belongs to one instance of one benchmark table: its identity (table name, which carries the
+  language, and instance id) is in the key, so instances whose generation is shared still get a verdict
+  each, together with everything that changes how the verdict is reached.
+
+KEY_SCHEMA names this scheme; run directories record it (runner.store.manifest) so that one written under an
+older scheme is refused instead of silently re-buying every result.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ifsweep.providers.pool import resolve_route
+from ifsweep.providers.records import EndpointSpec
+from ifsweep.runner.store.shards import record_key
+
+__all__ = [
+    "KEY_SCHEMA",
+    "Identity",
+    "endpoint_identity",
+    "generation_key",
+    "judge_key",
+    "verdict_key",
+]
+
+# 1: keys without the endpoint or the instance (ifsweep <= 0.1.0 before issue 12); 2: this module.
+KEY_SCHEMA = 2
+
+Identity = Mapping[str, str | None]
+
+
+def endpoint_identity(spec: EndpointSpec) -> Identity:
+    """Where `spec`'s requests go and under which name: what an answer depends on besides the request.
+    litellm is imported only when the model string needs it to be resolved (as for sending)."""
+    return _route_identity(spec.model, spec.api_base, spec.force_litellm)
+
+
+@functools.cache
+def _route_identity(model: str, api_base: str | None, force_litellm: bool) -> Identity:
+    # Cached: the partition filter asks for every pair, and resolving may consult litellm.
+    route = resolve_route(EndpointSpec(label="", model=model, api_base=api_base, force_litellm=force_litellm))
+    base = route.api_base.rstrip("/") if route.api_base else None
+    return {"provider": route.provider, "api_base": base, "model": route.model, "path": route.path}
+
+
+def generation_key(
+    endpoint: Identity, params: Mapping[str, Any], messages: Sequence[Mapping[str, str]]
+) -> str:
+    return record_key({"t": "gen", "endpoint": dict(endpoint), "params": dict(params), "messages": messages})
+
+
+def judge_key(
+    endpoint: Identity, params: Mapping[str, Any], messages: Sequence[Mapping[str, str]], ask: int
+) -> str:
+    return record_key(
+        {"t": "judge", "endpoint": dict(endpoint), "params": dict(params), "messages": messages, "ask": ask}
+    )
+
+
+def verdict_key(
+    *,
+    benchmark: str,
+    instance_id: str,
+    gen_key: str,
+    model: str,
+    judge: tuple[Identity, Mapping[str, Any]] | None,
+    scoring: str,
+    reask: int,
+    template: str,
+    unscored: Collection[int] = (),
+) -> str:
+    """`benchmark` is the table's report name (it carries the language); `model` the config id, which
+    the verdict record reports; `unscored`, constraints an import leaves out as its reference does."""
+    return record_key(
+        {
+            "t": "verdict",
+            "benchmark": benchmark,
+            "instance": instance_id,
+            "gen": gen_key,
+            "label": model,
+            "judge": None if judge is None else {"endpoint": dict(judge[0]), "params": dict(judge[1])},
+            "scoring": scoring,
+            "reask": reask,
+            "template": template,
+            "unscored": sorted(unscored),
+        }
+    )

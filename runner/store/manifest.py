@@ -1,0 +1,371 @@
+"""RUN_DIR/manifest.json: what a run's results mean, and whether a new config may resume into it.
+
+Keys already make resume exact (a changed prompt is a new key), but a run directory mixing two
+templates, two judges or two data versions would report numbers nobody can interpret. The manifest
+records those choices; `compare` refuses a resume that would change them, and allows what only adds
+work or capacity (new models or benchmarks, a higher budget, other concurrency and rate limits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ifsweep.runner.store.keys import KEY_SCHEMA
+from ifsweep.runner.store.shards import decode_record, parse_line, shard_files
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_SCHEMA",
+    "BenchmarkEntry",
+    "Compatibility",
+    "Manifest",
+    "ManifestError",
+    "ModelEntry",
+    "compare",
+    "older_records",
+    "read_manifest",
+    "relabel_legacy_judge",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "manifest.json"
+# The id a manifest written before judge panels gives its one judge (a `[judge]` table's default id).
+LEGACY_JUDGE = "judge"
+# 2: result keys carry the endpoint and the instance (runner.store.keys.KEY_SCHEMA); models record their
+# endpoint.
+MANIFEST_SCHEMA = 2
+
+
+class ManifestError(ValueError):
+    """A manifest file that cannot be read; the message names the file and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkEntry:
+    data_hash: str
+    template_version: str
+    scoring: str
+    # Anything else that changes what a verdict means (reask count, language, split, ...).
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    model: str  # the provider model string
+    params: Mapping[str, Any] = field(default_factory=dict)  # decoding params that shape the answers
+    # Where the answers come from (runner.store.keys.endpoint_identity): provider, api_base, model, path.
+    endpoint: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    ifsweep_version: str
+    config_hash: str
+    benchmarks: Mapping[str, BenchmarkEntry]
+    models: Mapping[str, ModelEntry]  # by config id (label)
+    judge: ModelEntry | None  # the first configured judge (what older readers know of the panel)
+    budget_usd: float | None = None
+    limits: Mapping[str, float] = field(default_factory=dict)  # concurrency, rpm, ... (free to change)
+    schema: int = MANIFEST_SCHEMA
+    # Every judge that ever judged into the run, by id: one may be added, or left out of the config
+    # (its verdicts stay), but never changed under the same id.
+    judges: Mapping[str, ModelEntry] = field(default_factory=dict)
+    judge_order: tuple[str, ...] = ()  # the configured panel's ids, in config order
+
+    def __post_init__(self) -> None:
+        if self.judge is not None and not self.judges:  # built the way manifests were before panels
+            object.__setattr__(self, "judges", {LEGACY_JUDGE: self.judge})
+
+    @property
+    def scoring_modes(self) -> tuple[str, ...]:
+        return tuple(sorted({b.scoring for b in self.benchmarks.values()}))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "ifsweep_version": self.ifsweep_version,
+            "config_hash": self.config_hash,
+            "benchmarks": {
+                name: {
+                    "data_hash": b.data_hash,
+                    "template_version": b.template_version,
+                    "scoring": b.scoring,
+                    "settings": dict(b.settings),
+                }
+                for name, b in sorted(self.benchmarks.items())
+            },
+            "models": {mid: _model_dict(m) for mid, m in sorted(self.models.items())},
+            "judge": None if self.judge is None else _model_dict(self.judge),
+            "judges": {jid: _model_dict(m) for jid, m in sorted(self.judges.items())},
+            "judge_order": list(self.judge_order),
+            "scoring_modes": list(self.scoring_modes),
+            "budget_usd": self.budget_usd,
+            "limits": dict(sorted(self.limits.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, source: str = "manifest") -> Manifest:
+        r = _Reader(source)
+        top = r.table(d, "")
+        schema = r.get(top, "", "schema", int)
+        if schema < MANIFEST_SCHEMA:
+            raise ManifestError(
+                f"{source}: this run directory was written by an older ifsweep (manifest schema {schema}). "
+                "Its results are stored under keys that left out the endpoint and the instance; this "
+                "version would not find them, would pay for every call again and would report each "
+                "instance twice. Start a new run (set another run.output_dir); `ifsweep report` and "
+                "`ifsweep status` still read this directory as it is."
+            )
+        if schema != MANIFEST_SCHEMA:
+            raise ManifestError(
+                f"{source}: field 'schema': this ifsweep reads version {MANIFEST_SCHEMA}, got {schema}; "
+                "a newer ifsweep wrote this run directory"
+            )
+        benches = {}
+        for name, raw in r.table(top.get("benchmarks"), "benchmarks").items():
+            b = r.table(raw, f"benchmarks.{name}")
+            where = f"benchmarks.{name}"
+            benches[name] = BenchmarkEntry(
+                data_hash=r.get(b, where, "data_hash", str),
+                template_version=r.get(b, where, "template_version", str),
+                scoring=r.get(b, where, "scoring", str),
+                settings=r.table(b.get("settings", {}), f"{where}.settings"),
+            )
+        models = {
+            mid: r.model(raw, f"models.{mid}") for mid, raw in r.table(top.get("models"), "models").items()
+        }
+        judge_raw = top.get("judge")
+        if "judges" in top:
+            judges = {
+                jid: r.model(raw, f"judges.{jid}")
+                for jid, raw in r.table(top.get("judges"), "judges").items()
+            }
+            order = top.get("judge_order", [])
+            if not isinstance(order, list) or not all(isinstance(j, str) for j in order):
+                raise ManifestError(f"{source}: field 'judge_order': expected a list of judge ids")
+        else:
+            # Written before judge panels: one judge, recorded without its id (so no panel is named:
+            # readers take the judge its verdicts carry).
+            judges = {} if judge_raw is None else {LEGACY_JUDGE: r.model(judge_raw, "judge")}
+            order = []
+        budget = top.get("budget_usd")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
+            raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
+        limits = r.table(top.get("limits", {}), "limits")
+        return cls(
+            ifsweep_version=r.get(top, "", "ifsweep_version", str),
+            config_hash=r.get(top, "", "config_hash", str),
+            benchmarks=benches,
+            models=models,
+            judge=None if judge_raw is None else r.model(judge_raw, "judge"),
+            budget_usd=None if budget is None else float(budget),
+            limits=limits,
+            schema=schema,
+            judges=judges,
+            judge_order=tuple(order),
+        )
+
+
+def _model_dict(m: ModelEntry) -> dict[str, Any]:
+    return {"model": m.model, "params": dict(m.params), "endpoint": dict(m.endpoint)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    source: str
+
+    def table(self, v: object, where: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise ManifestError(f"{self.source}: field '{where or '(top)'}': expected an object, got {v!r}")
+        return v
+
+    def get(self, d: Mapping[str, Any], where: str, name: str, typ: type) -> Any:
+        v = d.get(name)
+        if not isinstance(v, typ) or isinstance(v, bool) != (typ is bool):
+            path = f"{where}.{name}" if where else name
+            raise ManifestError(f"{self.source}: field '{path}': expected {typ.__name__}, got {v!r}")
+        return v
+
+    def model(self, raw: object, where: str) -> ModelEntry:
+        m = self.table(raw, where)
+        return ModelEntry(
+            model=self.get(m, where, "model", str),
+            params=self.table(m.get("params", {}), where),
+            endpoint=self.table(m.get("endpoint", {}), f"{where}.endpoint"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Compatibility:
+    ok: bool
+    problems: list[str]
+
+    def message(self) -> str:
+        if self.ok:
+            return "compatible"
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        return (
+            "this config cannot resume into the existing run:\n"
+            f"{lines}\n"
+            "Results under different settings cannot be mixed in one run. Start a new run instead (set a new "
+            "run.output_dir), or restore the old settings to resume this one."
+        )
+
+
+def compare(old: Manifest, new: Manifest) -> Compatibility:
+    """May a run recorded as `old` be resumed with `new`? Lists every incompatible change."""
+    problems: list[str] = []
+    for name, ob in sorted(old.benchmarks.items()):
+        nb = new.benchmarks.get(name)
+        if nb is None:
+            continue  # a benchmark left out is just not run this time
+        if nb.template_version != ob.template_version:
+            problems.append(
+                f"benchmark '{name}': template version changed from {ob.template_version!r} "
+                f"to {nb.template_version!r}"
+            )
+        if nb.data_hash != ob.data_hash:
+            problems.append(
+                f"benchmark '{name}': data changed (hash {ob.data_hash[:12]} -> {nb.data_hash[:12]})"
+            )
+        if nb.scoring != ob.scoring:
+            problems.append(f"benchmark '{name}': scoring changed from {ob.scoring!r} to {nb.scoring!r}")
+        if _canon(nb.settings) != _canon(ob.settings):
+            problems.append(f"benchmark '{name}': settings changed: {_diff(ob.settings, nb.settings)}")
+    for mid, om in sorted(old.models.items()):
+        nm = new.models.get(mid)
+        if nm is None:
+            continue
+        if nm.model != om.model:
+            problems.append(f"model '{mid}': provider model changed from {om.model!r} to {nm.model!r}")
+        elif _canon(nm.endpoint) != _canon(om.endpoint):
+            problems.append(f"model '{mid}': endpoint changed: {_diff(om.endpoint, nm.endpoint)}")
+        if _canon(nm.params) != _canon(om.params):
+            problems.append(f"model '{mid}': params changed: {_diff(om.params, nm.params)}")
+    # Judges: one may join or leave the panel (each has verdicts of its own, apart in every report);
+    # an id that comes back must mean the same judge, or its old and new verdicts would mix.
+    for jid, oj in sorted(old.judges.items()):
+        nj = new.judges.get(jid)
+        if nj is None:
+            continue
+        if oj.model != nj.model:
+            problems.append(
+                f"judge '{jid}': provider model changed from {oj.model!r} to {nj.model!r}; "
+                "give the new judge another id"
+            )
+        elif _canon(oj.endpoint) != _canon(nj.endpoint):
+            problems.append(f"judge '{jid}': endpoint changed: {_diff(oj.endpoint, nj.endpoint)}")
+        elif _canon(oj.params) != _canon(nj.params):
+            problems.append(f"judge '{jid}': params changed: {_diff(oj.params, nj.params)}")
+    if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
+        # A budget only grows: a lower cap might already be spent, and no cap would lift the guard.
+        problems.append(
+            f"budget lowered or removed ({old.budget_usd} -> {new.budget_usd}); a run's budget can only grow"
+        )
+    return Compatibility(ok=not problems, problems=problems)
+
+
+def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:
+    """`old` with its one judge under the id `new` gives the same judge, when `old` was written before
+    judge panels (its judge is filed under LEGACY_JUDGE, not its config id): so a resumed run keeps one
+    entry per judge, not a second one under a name the config never used."""
+    if (
+        old.judge_order
+        or set(old.judges) != {LEGACY_JUDGE}
+        or LEGACY_JUDGE in new.judges
+        or old.judge is None
+    ):
+        return old
+    same = [jid for jid, m in new.judges.items() if _same_judge(m, old.judge)]
+    if not same:
+        return old
+    judges = {k: v for k, v in old.judges.items() if k != LEGACY_JUDGE} | {same[0]: old.judge}
+    return dataclasses.replace(old, judges=judges, judge_order=(same[0],))
+
+
+def _same_judge(a: ModelEntry, b: ModelEntry) -> bool:
+    return (
+        a.model == b.model
+        and _canon(a.endpoint) == _canon(b.endpoint)
+        and _canon(a.params) == _canon(b.params)
+    )
+
+
+def _canon(v: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(dict(v), option=orjson.OPT_SORT_KEYS)
+
+
+def _diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    parts = []
+    for k in sorted(set(old) | set(new)):
+        if k not in new:
+            parts.append(f"{k} removed (was {old[k]!r})")
+        elif k not in old:
+            parts.append(f"{k} added ({new[k]!r})")
+        elif _canon({"v": old[k]}) != _canon({"v": new[k]}):
+            parts.append(f"{k} {old[k]!r} -> {new[k]!r}")
+    return ", ".join(parts)
+
+
+def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
+    """Replace RUN_DIR/manifest.json atomically: a crash leaves the old file or the new, never a mix."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / MANIFEST_NAME
+    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
+    data = orjson.dumps(manifest.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(run_dir, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+    return path
+
+
+def read_manifest(run_dir: Path) -> Manifest | None:
+    """The run's manifest, or None when the directory has none yet."""
+    path = Path(run_dir) / MANIFEST_NAME
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        raw = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise ManifestError(f"{path}: not valid JSON: {e}") from None
+    return Manifest.from_dict(raw, str(path))
+
+
+def older_records(run_dir: Path) -> str | None:
+    """Why RUN_DIR cannot take new results, when a shard holds records of an older key scheme (an
+    import directory has no manifest to say so); None when every shard starts with a current record.
+    Reads one line per shard: a writer that resumed appends after its own older lines."""
+    for _, _, path in shard_files(run_dir):
+        with open(path, "rb") as f:
+            line = f.readline().rstrip(b"\n")
+        if type(parse_line(line)) is not tuple:
+            continue  # a damaged first line: the store reports it when opened
+        version = decode_record(line).get("v")
+        if not isinstance(version, int) or version < KEY_SCHEMA:
+            return (
+                f"{path} holds results of an older ifsweep (record version {version}), stored under keys "
+                "that left out the endpoint and the instance: new results would not find them and "
+                "reports would count each instance twice. Write to a new directory instead."
+            )
+    return None

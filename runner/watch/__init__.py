@@ -1,0 +1,1 @@
+"""What a person watches: live progress, the board, the ETA, status, outcomes."""

@@ -1,0 +1,202 @@
+"""What a sweep has left, in the units the ETA needs: per model and benchmark, pairs, generation calls,
+judge calls and tokens per call (runner/watch/eta.py walks them forward).
+
+The expected judge calls come from each benchmark's plan of an empty answer (`planning.instance_load`),
+counted once over its instances when the sweep starts: about 0.15 s for EIFBench's party set, whose
+pairs ask about 80 judge calls each. What has been done comes from the live counters or, for
+`ifsweep status`, from the run's shards; both are reduced to a `Tally`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ifsweep.runner.commands.planning import JUDGE_REPLY_LOW, instance_load
+from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.engine.scheduler import Work
+from ifsweep.runner.watch.eta import Lane, Phase
+
+# Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
+MIN_SEEN = 5
+# Answer length assumed before any answer is in (tokens); judge prompts quote the answer.
+DEFAULT_ANSWER_TOKENS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class BenchShape:
+    """Per pair of one benchmark, on average over its instances."""
+
+    judge_calls: float
+    judge_depth: float
+    prompt_tokens: float  # the generation prompt
+    judge_prompt_tokens: float  # one judge call's prompt without the judged answer
+
+    def as_json(self) -> dict[str, float]:
+        return {
+            "judge_calls": self.judge_calls,
+            "judge_depth": self.judge_depth,
+            "prompt_tokens": self.prompt_tokens,
+            "judge_prompt_tokens": self.judge_prompt_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, where: str, obj: object) -> BenchShape:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: expected an object")
+        values = []
+        for name in ("judge_calls", "judge_depth", "prompt_tokens", "judge_prompt_tokens"):
+            v = obj.get(name)
+            if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"{where}.{name}: expected a number >= 0, got {v!r}")
+            values.append(float(v))
+        return cls(*values)
+
+
+def bench_shapes(work: Work) -> dict[str, BenchShape]:
+    """Each benchmark's shape, in one pass over its (spooled) instances."""
+    out = {}
+    for job, instances in work.jobs:
+        n = calls = depth = prompt = judge_prompt = 0
+        for inst in instances:
+            load = instance_load(job, inst)
+            n += 1
+            calls += load.judge_calls
+            depth += load.judge_depth
+            prompt += load.prompt_tokens
+            judge_prompt += load.judge_prompt_tokens
+        out[job.cfg.label] = BenchShape(
+            calls / max(n, 1), depth / max(n, 1), prompt / max(n, 1), judge_prompt / max(calls, 1)
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What one (model, benchmark) has done. `cached`: pairs finished from stored results, which cost
+    no call. Tokens are prompt plus answer."""
+
+    planned: int
+    finished: int  # done or failed
+    cached: int = 0
+    gen_calls: int = 0
+    judge_calls: int = 0
+    gen_tokens: int = 0
+    gen_output_tokens: int = 0
+    judge_tokens: int = 0
+    gen_latency_s: float = 0.0  # summed over the calls
+    judge_latency_s: float = 0.0
+
+    @classmethod
+    def of(cls, c: Counters) -> Tally:
+        return cls(
+            planned=c.planned,
+            finished=c.done + c.errors,
+            cached=c.cached,
+            gen_calls=c.calls,
+            judge_calls=c.judge_calls,
+            gen_tokens=c.input_tokens + c.output_tokens,
+            gen_output_tokens=c.output_tokens,
+            judge_tokens=c.judge_input_tokens + c.judge_output_tokens,
+            gen_latency_s=c.latency_s,
+            judge_latency_s=c.judge_latency_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenMeans:
+    """Tokens per call by benchmark: seen ones where enough calls are in, else from the prompts."""
+
+    gen: Mapping[str, float]
+    judge: Mapping[str, float]
+
+
+def token_means(tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, BenchShape]) -> TokenMeans:
+    # per benchmark: generation calls, their tokens, judge calls, their tokens; and answers' tokens
+    sums: dict[str, list[int]] = {b: [0, 0, 0, 0] for b in shapes}
+    answers = 0
+    for (_m, bench), t in tallies.items():
+        s = sums.setdefault(bench, [0, 0, 0, 0])
+        s[0] += t.gen_calls
+        s[1] += t.gen_tokens
+        s[2] += t.judge_calls
+        s[3] += t.judge_tokens
+        answers += t.gen_output_tokens
+    gen_calls = sum(s[0] for s in sums.values())
+    answer = answers / gen_calls if gen_calls else DEFAULT_ANSWER_TOKENS
+    gen, judge = {}, {}
+    for bench, shape in shapes.items():
+        calls, tokens, judged, judge_tokens = sums[bench]
+        gen[bench] = tokens / calls if calls >= MIN_SEEN else shape.prompt_tokens + answer
+        judge[bench] = (
+            judge_tokens / judged
+            if judged >= MIN_SEEN
+            else shape.judge_prompt_tokens + answer + JUDGE_REPLY_LOW
+        )
+    return TokenMeans(gen, judge)
+
+
+def phase_of(t: Tally, shape: BenchShape, gen_tokens: float, judge_tokens: float) -> Phase:
+    """What is left of one (model, benchmark). Pairs in flight have made some of their calls: those
+    made beyond what the finished pairs needed are taken off what is left."""
+    pairs = max(0, t.planned - t.finished)
+    fresh = max(0, t.finished - t.cached)
+    gen_left = min(pairs, max(0, pairs - max(0, t.gen_calls - fresh)))
+    expected = shape.judge_calls * pairs
+    in_flight = max(0.0, t.judge_calls - shape.judge_calls * fresh)
+    judge_left = min(expected, max(0.0, expected - in_flight))
+    return Phase(pairs, gen_left, judge_left, gen_tokens, judge_tokens, shape.judge_depth)
+
+
+def lanes_of(
+    tallies: Mapping[tuple[str, str], Tally],
+    shapes: Mapping[str, BenchShape],
+    order: Sequence[str],
+    workers: Mapping[str, int],
+) -> list[Lane]:
+    """One lane per model, its benchmarks in `order` (the order the scheduler takes them)."""
+    means = token_means(tallies, shapes)
+    models = dict.fromkeys(m for m, _b in tallies)
+    lanes = []
+    for model in models:
+        phases = tuple(
+            phase_of(tallies[(model, b)], shapes[b], means.gen[b], means.judge[b])
+            for b in order
+            if (model, b) in tallies and b in shapes
+        )
+        lanes.append(Lane(model, phases, workers.get(model, 1)))
+    return lanes
+
+
+def calls_left(lanes: Sequence[Lane], judge: str | None) -> dict[str, float]:
+    """Calls each endpoint is expected still to make: a model's generations, the judge's calls."""
+    out = {lane.label: sum(p.gen_calls for p in lane.phases) for lane in lanes}
+    if judge is not None:
+        out[judge] = sum(p.judge_calls for lane in lanes for p in lane.phases)
+    return out
+
+
+@dataclass(slots=True)
+class Use:
+    """What one endpoint has done so far: calls, tokens, and the seconds its calls took."""
+
+    calls: int = 0
+    tokens: int = 0
+    latency_s: float = 0.0
+
+
+def use_by_endpoint(tallies: Mapping[tuple[str, str], Tally], judge: str | None) -> dict[str, Use]:
+    """Per endpoint label: each model's generations, and the judge's calls for every model."""
+    out: dict[str, Use] = {}
+    for (model, _b), t in tallies.items():
+        u = out.setdefault(model, Use())
+        u.calls += t.gen_calls
+        u.tokens += t.gen_tokens
+        u.latency_s += t.gen_latency_s
+    if judge is not None:
+        j = out.setdefault(judge, Use())
+        for t in tallies.values():
+            j.calls += t.judge_calls
+            j.tokens += t.judge_tokens
+            j.latency_s += t.judge_latency_s
+    return out
