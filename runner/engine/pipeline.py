@@ -493,6 +493,9 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "cached_tokens": c.cached_tokens,
         "cache_write_tokens": c.cache_write_tokens,
         "cache_saved_usd": c.cache_saved_usd,
+        # Of cost_usd, the worst case of attempts whose bill is unknown; the intents this call resolves.
+        "worst_case_usd": c.worst_case_usd,
+        "intents": list(c.intents),
         "ts": time.time(),
     }
 
