@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ifsweep.runner.commands.rundir import compute, panel_of, require_run_dir
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ def run_agreement(
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import compute, panel_of, require_run_dir
     from ifsweep.runner.store.compact import load_verdict_rows
 
     require_run_dir(run_dir)
