@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep.runner.commands.agreement import run_agreement
-from ifsweep.runner.commands.rundir import compute, panel_of, require_run_dir
+from ifsweep.runner.commands.rundir import compute, in_model_order, model_order, panel_of, require_run_dir
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,10 +47,15 @@ def report(
         raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
     rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
+    # Config order (natural order when the config is not known); leaderboards rank by score and keep
+    # this order among equal scores.
+    order = model_order(run_dir, table.get_column("model").unique().to_list())
+    table = in_model_order(table, order)
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
     else:
-        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
+        calls = _calls_of(load_call_records(run_dir), judges, run_dir)
+        analytics = in_model_order(metrics.analytics(calls, table), order)
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
