@@ -449,6 +449,7 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         judge=entry(cfg.judge) if cfg.judge is not None else None,
         judges={s.label: entry(s) for s in cfg.judges},
         judge_order=tuple(s.label for s in cfg.judges),
+        model_order=tuple(s.label for s in cfg.models),
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
     )
@@ -505,6 +506,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
             # order names the configured panel, whose first judge reports show by default.
             judges={**old.judges, **new.judges},
             judge_order=new.judge_order,
+            model_order=new.model_order,
             budget_usd=new.budget_usd,
             limits=new.limits,
         )

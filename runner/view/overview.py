@@ -84,7 +84,7 @@ def overview(index: RunIndex, panel: tuple[str, ...] = ()) -> Overview:
 
 def _metrics(run_dir: Path) -> tuple[pl.DataFrame | None, Catalog | None, str]:
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import compute
+    from ifsweep.runner.commands.rundir import compute
     from ifsweep.runner.store.compact import load_verdict_rows
 
     rows = load_verdict_rows(run_dir)
