@@ -1,0 +1,44 @@
+"""Which client speaks a provider's Batch API: Anthropic's own Message Batches, the OpenAI protocol over
+aiohttp for OpenAI-compatible servers, LiteLLM's batch functions otherwise. One choice for the sweep
+(providers/pool.py) and `ifsweep batches` (runner/engine/batches.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ifsweep.providers.batch.anthropic import AnthropicBatchClient, api_root
+from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
+from ifsweep.providers.send.fast import DUMMY_KEY
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# What sends a provider's batches, by LiteLLM provider name, where it is not LiteLLM.
+NATIVE_BATCHES = frozenset({"anthropic"})
+
+
+def batch_client(
+    provider: str,
+    api_base: str | None,
+    api_key: str | None,
+    session: Callable[[str], aiohttp.ClientSession],
+    *,
+    fast: bool,
+) -> BatchClient:
+    """The client for one endpoint's batches. `session(base)` gives the aiohttp session for a base URL;
+    `fast`: the endpoint speaks OpenAI's protocol at `api_base`."""
+    if provider == "anthropic":
+        # Without api_key_env, the variable LiteLLM would read for an interactive call.
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ValueError("no key for Anthropic's Message Batches: set api_key_env (or ANTHROPIC_API_KEY)")
+        root = api_root(api_base)
+        return AnthropicBatchClient(session(root), root, key)
+    if fast and api_base:
+        return OpenAIBatchClient(session(api_base), api_base, api_key or DUMMY_KEY)
+    return LiteLLMBatchClient(provider, api_base, api_key)
+
+
+__all__ = ["NATIVE_BATCHES", "batch_client"]
