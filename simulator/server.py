@@ -497,6 +497,11 @@ class SimulatorThread:
         return self._sim.root_url
 
     @property
+    def anthropic(self) -> AnthropicAPI:
+        """The Anthropic endpoints' state (read it once the client is done, like `stats`)."""
+        return self._sim.anthropic
+
+    @property
     def stats(self) -> SimStats:
         return self._sim.stats
 

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 # What sends a provider's batches, by LiteLLM provider name, where it is not LiteLLM.
 NATIVE_BATCHES = frozenset({"anthropic"})
+# Providers whose Batch API is tested end to end (against the simulator's OpenAI Batch API and Anthropic
+# Message Batches). `batch = true` on any other is refused when the config loads: Gemini, Vertex AI and
+# Bedrock batch through LiteLLM cannot be tested offline, and would fail mid-run instead.
+TESTED_BATCH_PROVIDERS = ("openai", "hosted_vllm", "custom_openai", "anthropic")
 
 
 def batch_client(
@@ -30,8 +34,9 @@ def batch_client(
     """The client for one endpoint's batches. `session(base)` gives the aiohttp session for a base URL;
     `fast`: the endpoint speaks OpenAI's protocol at `api_base`."""
     if provider == "anthropic":
-        # Without api_key_env, the variable LiteLLM would read for an interactive call.
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        # Without api_key_env, what an interactive call sends: a stand-in to a server of one's own, else
+        # the variable LiteLLM reads.
+        key = api_key or (DUMMY_KEY if api_base else os.environ.get("ANTHROPIC_API_KEY"))
         if not key:
             raise ValueError("no key for Anthropic's Message Batches: set api_key_env (or ANTHROPIC_API_KEY)")
         root = api_root(api_base)
@@ -41,4 +46,4 @@ def batch_client(
     return LiteLLMBatchClient(provider, api_base, api_key)
 
 
-__all__ = ["NATIVE_BATCHES", "batch_client"]
+__all__ = ["NATIVE_BATCHES", "TESTED_BATCH_PROVIDERS", "batch_client"]
