@@ -11,7 +11,9 @@ _LOG_SIZE = 100_000  # the most recent answered requests kept in `log`
 @dataclass(frozen=True, slots=True)
 class Served:
     """One answered chat request: when it arrived and was answered (time.monotonic), its prompt tokens
-    and how many of them the prefix cache served, and the prompt_cache_key it carried."""
+    and how many of them the prefix cache served, and the prompt_cache_key it carried. Anthropic's
+    endpoints (simulator/anthropic.py) also say what was written to the cache, the output tokens and
+    whether it came in a Message Batch: what the simulated provider bills."""
 
     model: str
     arrived: float
@@ -19,6 +21,9 @@ class Served:
     prompt_tokens: int
     cached_tokens: int
     prompt_cache_key: str | None
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    batch: bool = False
 
 
 class SimStats:
