@@ -42,7 +42,7 @@ def leaderboards(run_dir: Path) -> Leaderboards:
 
     from ifsweep import metrics
     from ifsweep.metrics.leaderboard import header, leaderboard, value_texts
-    from ifsweep.runner.commands.reporting import compute
+    from ifsweep.runner.commands.rundir import compute
     from ifsweep.runner.store.compact import load_verdict_rows
 
     read_at = time.time()
