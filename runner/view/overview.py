@@ -1,6 +1,6 @@
 """The overview: per benchmark and judge, the leaderboard with coverage, cost, errors and unparsed pairs.
 
-Two parts of different weight. The leaderboards are the reports' own figures (runner.commands.reporting
+Two parts of different weight. The leaderboards are the reports' own figures (runner.commands.rundir
 .compute over the verdict rows, read from the compacted Parquet while it is current, else from the
 shards): seconds on a large run, so the server computes them off the event loop and shows the last ones
 with the time they were read. The counts and dollars come from the index, in one pass over its pairs.
