@@ -143,9 +143,11 @@ class RunIndex:
             if gen_key and gen_key != entry.gen_key:  # the generation this verdict judged
                 entry.gen_key = gen_key
             self.judges.setdefault(mark.judge, None)
-            if (bench, iid) not in self.types:
+            types = self.types.get((bench, iid))
+            if types is None:
                 types = self.types[(bench, entry.instance_id)] = types_of(rec)
                 self.ctypes.setdefault(bench, set()).update(t for t in types if t)
+            entry.settle(len(types))
         elif kind == "generation":
             if entry.gen_key is None:
                 entry.gen_key = key
