@@ -375,6 +375,17 @@ def test_not_a_run_directory_exits_2(tmp_path: Path) -> None:
     assert f"{tmp_path}: not a run directory" in out.stderr
 
 
+def test_export_filters_without_export_are_refused(run_dir: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ifsweep", "view", str(run_dir), "--port", "0", "--failed", "--sample", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "--failed, --sample: only with --export FILE.html" in out.stderr
+
+
 def test_a_port_in_use_is_a_clear_error(run_dir: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
