@@ -30,6 +30,7 @@ from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.ledger import UNBILLED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
@@ -119,6 +120,7 @@ class Simulator:
         app.router.add_get("/health", self._health)
         self.batches.add_routes(app)
         app.router.add_get("/props", self._props)
+        app.router.add_get("/sim/ledger", self._ledger)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -182,6 +184,10 @@ class Simulator:
     # --- handlers --------------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+
+    async def _ledger(self, request: web.Request) -> web.Response:
+        # What it received and billed (simulator/ledger.py): the chaos harness's independent account.
+        return web.Response(body=orjson.dumps(self._stats.ledger.snapshot()), content_type=_JSON)
 
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
@@ -257,31 +263,27 @@ class Simulator:
         stats.by_model[model] += 1
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        digest = body_digest(body)
+        stats.ledger.receive(digest, model)
         config = self._config
         fault = self._faults.pick()
         # Drawn now, not after the latency sleep, so concurrent requests cannot reorder the seeded draws.
         error_status = self._faults.server_status() if fault == "server_error" else 0
 
         n_prompt = prompt_tokens(messages)
-        too_long = self._over_context(n_prompt, max_tokens)
-        if too_long is not None:
-            return too_long
-        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
-        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
-        if not admission.admitted:
-            stats.faults["limit"] += 1
-            headers = self._limit_headers()
-            if config.send_retry_after:
-                headers.update(retry_after_headers(admission.retry_after_s))
-            return self._json(
-                429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
-            )
+        refused = self._refused(n_prompt, max_tokens)
+        if refused is not None:
+            return refused
         if fault is not None:
             stats.faults[fault] += 1
         arrived = time.monotonic()
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
+        # Built before the latency and billed now, as a provider bills a call its client has left.
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        if fault not in UNBILLED_FAULTS:
+            self._bill(digest, model, "chat", n_prompt, n_cached, payload)
         stats.enter_model(model)
         try:
             await self._sleep_latency(config, canonical)
@@ -303,16 +305,37 @@ class Simulator:
                 cache_key if isinstance(cache_key, str) else None,
             )
         )
-        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
-        data = orjson.dumps(payload)
+        return await self._send(request, orjson.dumps(payload), fault, canonical)
+
+    def _refused(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 400 of a prompt too long for the context window or the 429 of the rate limits, or None."""
+        too_long = self._over_context(n_prompt, max_tokens)
+        if too_long is not None:
+            return too_long
+        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
+        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
+        if admission.admitted:
+            return None
+        self._stats.faults["limit"] += 1
+        headers = self._limit_headers()
+        if self._config.send_retry_after:
+            headers.update(retry_after_headers(admission.retry_after_s))
+        return self._json(
+            429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
+        )
+
+    async def _send(
+        self, request: web.Request, data: bytes, fault: str | None, canonical: bytes
+    ) -> web.StreamResponse:
+        """A completion's body, sent whole, cut or trickled as the drawn fault says."""
         if fault == "cut_body":
-            return await _cut_body(request, data, self._limit_headers(), stats)
+            return await _cut_body(request, data, self._limit_headers(), self._stats)
         if fault == "trickle":
-            return await _trickle(request, data, self._limit_headers(), stats, canonical)
+            return await _trickle(request, data, self._limit_headers(), self._stats, canonical)
         content_type = "text/html" if fault == "wrong_content_type" else _JSON
-        stats.status_counts[200] += 1
+        self._stats.status_counts[200] += 1
         return web.Response(body=data, content_type=content_type, headers=self._limit_headers())
 
     async def _fault_without_completion(
@@ -334,6 +357,13 @@ class Simulator:
             )
         if fault == "reset":
             return _reset(request)
+        if fault == "context_length":
+            window = config.context_window or 4096
+            message = (
+                f"This model's maximum context length is {window} tokens. Please reduce the length of the "
+                "messages or completion. (simulated)"
+            )
+            return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
         if fault == "hang":
             return await self._hang(request, config.hang_s)
         if fault == "malformed":
@@ -394,6 +424,11 @@ class Simulator:
             del payload["usage"]
         return payload
 
+    def _bill(self, digest: str, model: str, via: Via, n_prompt: int, n_cached: int, payload: Any) -> None:
+        content = payload["choices"][0]["message"]["content"]
+        n_completion = count_tokens(content) if content else 0
+        self._stats.ledger.bill(digest, model, via, n_prompt, n_cached, n_completion)
+
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
         """One request of a batch, answered as /v1/chat/completions would without latency or limits:
         (200, completion) or (status, error body) for a bad request or a drawn server error / 429."""
@@ -402,6 +437,7 @@ class Simulator:
         except _BadRequest as exc:
             return 400, error_body(str(exc), "invalid_request_error")
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        digest = body_digest(body)
         self._stats.by_model[model] += 1
         self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
         if fault is not None:
@@ -410,13 +446,18 @@ class Simulator:
             return 500, error_body("The server had an error (simulated).", "server_error")
         if fault in ("rate_limit", "rate_limit_no_header"):
             return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
+        if fault == "context_length":
+            message = "This model's maximum context length was exceeded. (simulated)"
+            return 400, error_body(message, "invalid_request_error", "context_length_exceeded")
         content = (
             fault
             if fault in ("missing_usage", "null_content", "empty", "length", "content_filter", "refusal")
             else None
         )
         n_prompt = prompt_tokens(messages)
-        return 200, self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        self._bill(digest, model, "batch", n_prompt, 0, payload)
+        return 200, payload
 
     async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
         # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).
@@ -586,6 +627,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hang-s", type=float, default=3600.0)
     p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
     p.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a Batch API batch takes")
+    p.add_argument("--batch-fail-rate", type=float, default=0.0, help="share of batches that fail")
+    p.add_argument("--batch-expire-rate", type=float, default=0.0, help="share of batches that expire")
     p.add_argument(
         "--judge-echo",
         type=float,
@@ -619,7 +662,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         hang_s=args.hang_s,
         prefix_cache=not args.no_prefix_cache,
-        batch=BatchSettings(delay_s=args.batch_delay_s),
+        batch=BatchSettings(
+            delay_s=args.batch_delay_s, fail_rate=args.batch_fail_rate, expire_rate=args.batch_expire_rate
+        ),
         judge_echo=args.judge_echo,
     )
 

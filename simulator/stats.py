@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass
 
+from ifsweep.simulator.ledger import Ledger
+
 _LOG_SIZE = 100_000  # the most recent answered requests kept in `log`
 
 
@@ -45,6 +47,8 @@ class SimStats:
         self.prompt_tokens: Counter[str] = Counter()
         self.cached_tokens: Counter[str] = Counter()
         self.log: deque[Served] = deque(maxlen=_LOG_SIZE)
+        # What was received, billed and submitted in batches, per request body (simulator/ledger.py).
+        self.ledger = Ledger()
 
     def reset(self) -> None:
         """Forget every count; requests still being served keep counting in in_flight."""
@@ -60,6 +64,7 @@ class SimStats:
         self.prompt_tokens = Counter()
         self.cached_tokens = Counter()
         self.log.clear()
+        self.ledger.reset()
 
     def served(self, record: Served) -> None:
         self.prompt_tokens[record.model] += record.prompt_tokens
