@@ -72,7 +72,7 @@ def infobench_components(rows: pl.DataFrame) -> Components:
     return Components(leaves, seen=inst.lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """DRFR: slices all, split=S, constraint_type=T; n = rows."""
     by_type = Chart(
         kind="heatmap",
@@ -82,11 +82,13 @@ def definition(display: str) -> BenchmarkMetrics:
         title="InFoBench DRFR by constraint type",
         file="infobench_by_type.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=("DRFR",),
-        primary="DRFR",
-        components=infobench_components,
-        charts=(by_type,),
+    return (
+        BenchmarkMetrics(
+            name=BENCHMARK,
+            display=display,
+            headline=("DRFR",),
+            primary="DRFR",
+            components=infobench_components,
+            charts=(by_type,),
+        ),
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep.runner.errors import UsageError
+from ifsweep.runner.view.command import add_view_parser
 
 if TYPE_CHECKING:
     from ifsweep.runner.config import SweepConfig
@@ -172,6 +173,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--data", type=Path, help="the benchmark's data, where the output files lack fields")
     c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a benchmark option")
     c.set_defaults(handler=_cmd_import)
+
+    add_view_parser(sub)
     return p
 
 
