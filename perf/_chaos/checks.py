@@ -88,6 +88,25 @@ def exit_truthful(proc: Proc, summary: Mapping[str, Any] | None, records_complet
     return out
 
 
+def disk_full_stop(proc: Proc, run_dir: Path) -> list[str]:
+    """I4 on a full disk: the documented stop (its message, no traceback), no temporary file left."""
+    who = proc.partition or "plain run"
+    out = []
+    left = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.tmp"))
+    if left:
+        out.append(f"I4: a full disk left {', '.join(left[:3])} behind ({who})")
+    if "Traceback (most recent call last)" in proc.err:
+        out.append(f"I4: a full disk ended {who} with a traceback: {proc.err.strip().splitlines()[-1][:200]}")
+        return out
+    said = (proc.out + proc.err).lower()
+    # A run may also end complete, stopped by its budget, or failed with pairs in error before the disk
+    # fills; any other ending must be the disk-full stop.
+    if proc.code in (0, 3) or (proc.code == 1 and ("disk full" in said or "pairs ended in error" in said)):
+        return out
+    last = (proc.err.strip().splitlines() or [""])[-1][:200]
+    return [*out, f"I4: a full disk ended {who} with exit {proc.code} and no disk-full message: {last}"]
+
+
 def refused_cleanly(proc: Proc, before: dict[str, str], after: dict[str, str], sent: int) -> list[str]:
     """I5: a changed input the manifest refuses: exit 2, the directory unchanged, nothing sent."""
     out = []

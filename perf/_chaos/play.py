@@ -15,6 +15,7 @@ from pathlib import Path
 
 import ifsweep
 from _chaos import checks, records
+from _chaos.disk import Disk
 from _chaos.ledger import Ledger, billed_by_model, fetch
 from _chaos.procs import Proc, Redis, start_run
 from _chaos.scenario import Scenario
@@ -34,6 +35,8 @@ class Round:
     refused: bool = False  # the stage changes an input the manifest must refuse
     redis_restart: bool = False
     plain: bool = False  # one process even when the scenario runs partitions
+    disk_full: bool = False  # the disk has only Scenario.disk_full_kb left while this round runs
+    overlap: bool = False  # a second plain run on the same directory at the same time
 
 
 @dataclass(slots=True)
@@ -61,10 +64,12 @@ def sim_config(s: Scenario, *, faults: bool) -> SimConfig:
     )
 
 
-def plan_rounds(s: Scenario, first: Stage) -> tuple[list[Round], Stage]:
+def plan_rounds(s: Scenario, first: Stage, *, disk: bool) -> tuple[list[Round], Stage]:
     """The rounds before the final resume, and the stage the edits leave."""
     kills = list(s.kills)
-    rounds = [Round(first, kills.pop(0) if kills else None, redis_restart=s.redis_restart)]
+    rounds = [Round(first, kills.pop(0) if kills else None, redis_restart=s.redis_restart, overlap=s.overlap)]
+    if disk:
+        rounds.append(Round(first, disk_full=True))
     stage = first
     for edit in s.edits:
         if edit == "max_tokens":  # params are part of every key: the resume must be refused
@@ -97,6 +102,7 @@ class Play:
         self.refs: dict[Stage, tuple[Path, Ledger]] = {}
         self.roles = {served(m): "model" for m in s.models}
         self.redis: Redis | None = None
+        self.disk: Disk | None = None
 
     # --- references ---------------------------------------------------------------------------------
     def reference(self, stage: Stage) -> tuple[Path, Ledger]:
@@ -136,7 +142,11 @@ class Play:
         n = self.s.partitions
         parts: list[str | None] = [None] if rnd.plain or not n else [f"{i}/{n}" for i in range(n)]
         sent0 = self.sent()
+        if rnd.disk_full and self.disk is not None:
+            self.disk.fill(self.s.disk_full_kb * 1024)
         procs = [start_run(cfg, self.secret, p) for p in parts]
+        if rnd.overlap:
+            procs.append(start_run(cfg, self.secret))
         restart = self._restart_redis() if rnd.redis_restart else None
         if rnd.kill is not None:
             self._kill(procs, sent0, rnd.kill)
@@ -145,6 +155,8 @@ class Play:
             self.texts += [p.out, p.err]
         if restart is not None:
             restart.join()
+        if self.disk is not None:
+            self.disk.empty()
         codes = ",".join("kill" if p.killed else str(p.code) for p in procs)
         self.log(f"  round {self.out.rounds}: exit {codes}, {self.sent() - sent0} requests")
         return procs
@@ -179,11 +191,15 @@ class Play:
         ref, _ = self.reference(rnd.stage)
         complete = not checks.same_verdicts(self.run_dir, ref, rnd.stage.judges, scores=False)
         single = len(procs) == 1  # one partition alone cannot tell whether the run is complete
+        if rnd.overlap:  # which of two runs on one directory may say what is unclear: check the end
+            single = False
         for p in procs:
-            if not p.killed:
+            if rnd.disk_full and not p.killed:
+                v += checks.disk_full_stop(p, self.run_dir)
+            elif not p.killed:
                 summary = records.summary(self.run_dir, p.partition)
                 v += checks.exit_truthful(p, summary, complete if single else None)
-        if not single and all(p.code == 0 for p in procs) and not complete:
+        if not single and not rnd.disk_full and all(p.code == 0 for p in procs) and not complete:
             v.append("I4: every partition exited 0 (complete) but the records lack planned verdicts")
 
     def round_checked(self, rnd: Round) -> list[Proc]:
@@ -206,17 +222,28 @@ class Play:
             SimulatorThread(sim_config(s, faults=True)) as self.sim,
         ):
             try:
-                if self.redis is not None:
-                    self.redis.start()
+                self._set_up()
                 self._play_all()
             finally:
                 if self.redis is not None:
                     self.redis.close()
+                if self.disk is not None:
+                    self.disk.unmount()
         self.out.seconds = time.monotonic() - start
         return self.out
 
+    def _set_up(self) -> None:
+        if self.redis is not None:
+            self.redis.start()
+        if self.s.disk_full_kb:
+            disk = Disk(self.work / "disk")
+            if disk.mount():
+                self.disk, self.run_dir = disk, disk.root / "run"
+            else:
+                self.log("  disk_full skipped: cannot mount a tmpfs here (needs root)")
+
     def _play_all(self) -> None:
-        rounds, last = plan_rounds(self.s, self.first_stage())
+        rounds, last = plan_rounds(self.s, self.first_stage(), disk=self.disk is not None)
         self.out.edits = len(self.s.edits)
         for rnd in rounds:
             self.round_checked(rnd)

@@ -50,6 +50,8 @@ class Scenario:
     edits: tuple[str, ...]
     probes: tuple[str, ...]  # I5: input kinds changed after the run, on a copy of its directory
     flush_ms: float
+    disk_full_kb: int = 0  # a round whose disk (a tmpfs) has only this much room left; 0: none
+    overlap: bool = False  # the first round starts a second plain run on the same directory
     dropped: tuple[str, ...] = ()  # components removed by name (shrinking, --without)
 
     def components(self) -> list[str]:
@@ -66,6 +68,10 @@ class Scenario:
             out.append("option:cache_dispatch")
         if self.reask:
             out.append("option:reask")
+        if self.disk_full_kb:
+            out.append("option:disk_full")
+        if self.overlap:
+            out.append("option:overlap")
         out += [f"model:{m}" for m in self.models[1:]] + [f"bench:{b}" for b in self.benches[1:]]
         return out
 
@@ -106,6 +112,10 @@ class Scenario:
             return replace(self, cache_dispatch=False)
         if name == "option:reask":
             return replace(self, reask=0)
+        if name == "option:disk_full":
+            return replace(self, disk_full_kb=0)
+        if name == "option:overlap":
+            return replace(self, overlap=False)
         raise ValueError(f"cannot drop {name!r}: not a part of seed {self.seed} (see --verbose)")
 
     def describe(self) -> str:
@@ -118,6 +128,7 @@ class Scenario:
             f"caps={','.join(f'{c.scope}x{c.share:.2f}' for c in self.caps) or '-'}",
             f"batch={','.join(self.batch) or '-'} cache_dispatch={self.cache_dispatch} reask={self.reask}",
             f"partitions={self.partitions} redis_restart={self.redis_restart} flush_ms={self.flush_ms:g}",
+            f"disk_full_kb={self.disk_full_kb} overlap={self.overlap}",
         ]
         return " ".join(parts)
 
@@ -155,6 +166,8 @@ def draw(seed: int) -> Scenario:
         edits=edits,
         probes=tuple(rng.sample(PROBES, rng.randint(1, 2))),
         flush_ms=rng.choice((5.0, 50.0, 200.0)),
+        disk_full_kb=rng.choice((0, 0, 0, rng.randint(4, 64))),
+        overlap=rng.random() < 0.2,
     )
 
 
