@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from _chaos import records
-from _chaos.ledger import Ledger, billed_by_model, bills_near, extra_bills, resubmitted
+from _chaos.ledger import Ledger, billed_by_model, rebilled, resubmitted
 from _chaos.procs import Proc
 from _chaos.sweepfile import Stage, served
 
@@ -56,11 +56,13 @@ def caps_held(ledger: Ledger, stage: Stage, roles: dict[str, str]) -> list[str]:
 def paid_once(ledger: Ledger, kills: list[float], window_s: float) -> list[str]:
     """I3: no body billed twice beyond the calls a kill left without a stored result; no batch line
     submitted again while an earlier submission was answered or open."""
-    extra = extra_bills(ledger)
-    allowed = sum(bills_near(ledger, at, window_s) for at in kills)
+    excused, unexcused = rebilled(ledger, kills, window_s)
     out = []
-    if extra > allowed:
-        out.append(f"I3: {extra} requests billed again, {allowed} allowed by {len(kills)} kill(s)")
+    if unexcused:
+        out.append(
+            f"I3: {len(unexcused)} requests billed again that no kill explains ({excused} a kill does), "
+            f"e.g. {unexcused[0]}"
+        )
     out += [f"I3: batch request submitted twice: {r}" for r in resubmitted(ledger)[:5]]
     return out
 

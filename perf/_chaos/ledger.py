@@ -3,6 +3,7 @@ billed per endpoint, bodies billed twice, batch lines submitted again."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.request
 from collections import Counter
@@ -63,15 +64,24 @@ def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> Counter[str]:
     return out
 
 
-def extra_bills(ledger: Ledger) -> int:
-    """Bills beyond the first of each request body: calls answered and paid more than once."""
-    return sum(n - 1 for n in Counter(b["body"] for b in ledger.bills).values() if n > 1)
+def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, list[str]]:
+    """Bills beyond the first of each request body: (how many a kill excuses, the others described).
 
-
-def bills_near(ledger: Ledger, at: float, window_s: float) -> int:
-    """Bills made in the `window_s` before `at`: the calls a kill at `at` may leave without a stored
-    result (in flight at the provider, or answered but still in the group-commit buffer)."""
-    return sum(1 for b in ledger.bills if at - window_s <= b["at"] <= at)
+    A body billed again is excused only when its previous bill came in the `window_s` before a kill
+    and the new one after it: a call the kill left without a stored result (in flight at the
+    provider, or answered but still in the group-commit buffer)."""
+    by_body: dict[str, list[dict[str, Any]]] = {}
+    for b in sorted(ledger.bills, key=lambda b: b["at"]):
+        by_body.setdefault(b["body"], []).append(b)
+    excused, unexcused = 0, []
+    for bills in by_body.values():
+        for first, again in itertools.pairwise(bills):
+            if any(t - window_s <= first["at"] <= t < again["at"] for t in kills):
+                excused += 1
+            else:
+                gap = again["at"] - first["at"]
+                unexcused.append(f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s")
+    return excused, unexcused
 
 
 def resubmitted(ledger: Ledger) -> list[str]:

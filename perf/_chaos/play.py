@@ -187,7 +187,11 @@ class Play:
         if rnd.refused:
             v += checks.refused_cleanly(procs[0], before, records.digest(self.run_dir), self.sent() - sent0)
             return
-        v += checks.caps_held(fetch(self.sim.base_url), rnd.stage, self.roles)
+        ledger = fetch(self.sim.base_url)
+        v += checks.caps_held(ledger, rnd.stage, self.roles)
+        billed = sum(billed_by_model(ledger, self.roles).values())
+        caps = ", ".join(f"{scope} ${usd:.6f}" for scope, usd in rnd.stage.caps) or "none"
+        self.log(f"    billed ${billed:.6f} so far; caps: {caps}")
         ref, _ = self.reference(rnd.stage)
         complete = not checks.same_verdicts(self.run_dir, ref, rnd.stage.judges, scores=False)
         single = len(procs) == 1  # one partition alone cannot tell whether the run is complete
