@@ -53,6 +53,16 @@ def caps_held(ledger: Ledger, stage: Stage, roles: dict[str, str]) -> list[str]:
     return out
 
 
+def spend_reported(summary: Mapping[str, Any] | None, ledger: Ledger, roles: dict[str, str]) -> list[str]:
+    """I2: the spend the finished run reports covers what the simulator billed (a run that reports less
+    than it was charged lets the next cap start from too little)."""
+    billed = sum(billed_by_model(ledger, roles).values())
+    reported = float((summary or {}).get("spent_usd", 0.0))
+    if reported < billed * (1 - 1e-6) - 1e-6:
+        return [f"I2: summary.json reports ${reported:.6f} spent; the simulator billed ${billed:.6f}"]
+    return []
+
+
 def paid_once(ledger: Ledger, kills: list[float], window_s: float) -> list[str]:
     """I3: no body billed twice beyond the calls a kill left without a stored result; no batch line
     submitted again while an earlier submission was answered or open."""
@@ -63,7 +73,7 @@ def paid_once(ledger: Ledger, kills: list[float], window_s: float) -> list[str]:
             f"I3: {len(unexcused)} requests billed again that no kill explains ({excused} a kill does), "
             f"e.g. {unexcused[0]}"
         )
-    out += [f"I3: batch request submitted twice: {r}" for r in resubmitted(ledger)[:5]]
+    out += [f"I3: batch request submitted twice: {r}" for r in resubmitted(ledger, kills)[:5]]
     return out
 
 
@@ -103,7 +113,7 @@ def disk_full_stop(proc: Proc, run_dir: Path) -> list[str]:
     said = (proc.out + proc.err).lower()
     # A run may also end complete, stopped by its budget, or failed with pairs in error before the disk
     # fills; any other ending must be the disk-full stop.
-    if proc.code in (0, 3) or (proc.code == 1 and ("disk full" in said or "pairs ended in error" in said)):
+    if proc.code in (0, 3) or (proc.code == 1 and ("disk full" in said or "ended in error" in said)):
         return out
     last = (proc.err.strip().splitlines() or [""])[-1][:200]
     return [*out, f"I4: a full disk ended {who} with exit {proc.code} and no disk-full message: {last}"]

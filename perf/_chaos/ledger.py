@@ -84,14 +84,20 @@ def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, 
     return excused, unexcused
 
 
-def resubmitted(ledger: Ledger) -> list[str]:
+def resubmitted(ledger: Ledger, kills: list[float]) -> list[str]:
     """Batch lines submitted again while an earlier submission of the same body was answered or still
     open: each is a request submitted (and paid for, once its batch ends) twice."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, list[dict[str, Any]]] = {}
     out: list[str] = []
     for sub in sorted(ledger.submissions, key=lambda s: s["at"]):
         earlier = seen.setdefault(sub["body"], [])
-        if any(outcome in ("answered", "pending") for outcome in earlier):
-            out.append(f"{sub['custom_id']} (batch {sub['batch_id']}, before: {', '.join(earlier)})")
-        earlier.append(sub["outcome"])
+        live = [e for e in earlier if e["outcome"] in ("answered", "pending")]
+        if live:
+            last = live[-1]
+            between = sum(1 for t in kills if last["at"] < t < sub["at"])
+            out.append(
+                f"{sub['custom_id']} in {sub['batch_id']}, {sub['at'] - last['at']:.2f}s after it went in "
+                f"{last['batch_id']} (that one {last['outcome']}; {between} kill(s) between)"
+            )
+        earlier.append(sub)
     return out

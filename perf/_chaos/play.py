@@ -67,9 +67,10 @@ def sim_config(s: Scenario, *, faults: bool) -> SimConfig:
 def plan_rounds(s: Scenario, first: Stage, *, disk: bool) -> tuple[list[Round], Stage]:
     """The rounds before the final resume, and the stage the edits leave."""
     kills = list(s.kills)
-    rounds = [Round(first, kills.pop(0) if kills else None, redis_restart=s.redis_restart, overlap=s.overlap)]
-    if disk:
-        rounds.append(Round(first, disk_full=True))
+    # The full disk first, while the most is left to write.
+    rounds = [Round(first, disk_full=True)] if disk else []
+    kill = kills.pop(0) if kills else None
+    rounds.append(Round(first, kill, redis_restart=s.redis_restart, overlap=s.overlap))
     stage = first
     for edit in s.edits:
         if edit == "max_tokens":  # params are part of every key: the resume must be refused
@@ -264,6 +265,7 @@ class Play:
             return
         ref, _ = self.reference(final)
         v += checks.same_verdicts(self.run_dir, ref, final.judges)
+        v += checks.spend_reported(records.summary(self.run_dir, None), fetch(self.sim.base_url), self.roles)
         sent0 = self.sent()
         (again,) = self.play(Round(final, plain=True))
         if again.code != 0 or self.sent() != sent0:
