@@ -522,6 +522,13 @@ class RunStore:
         if len(self._buf) > _HARD_BUFFER_BYTES:
             self.flush()
 
+    def append_now(self, record: Mapping[str, Any]) -> None:
+        """Append and hand to the kernel at once whatever the mode, for a record that must outlive a
+        kill -9 of this process before the caller goes on (an intent, runner/store/intents.py)."""
+        self.append(record)
+        if not self.write_through:
+            self._write_now()
+
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""
         batch = self._take()
