@@ -1,7 +1,8 @@
 """What a sweep has left, in the units the ETA needs: per model and benchmark, pairs, generation calls,
 judge calls and tokens per call (runner/watch/eta.py walks them forward).
 
-The expected judge calls come from each benchmark's plan of an empty answer (`planning.instance_load`),
+The expected judge calls come from each benchmark's plan of an empty answer (`instance_load`, which
+`ifsweep plan` counts from too),
 counted once over its instances when the sweep starts: about 0.15 s for EIFBench's party set, whose
 pairs ask about 80 judge calls each. What has been done comes from the live counters or, for
 `ifsweep status`, from the run's shards; both are reduced to a `Tally`.
@@ -12,15 +13,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ifsweep.runner.commands.planning import JUDGE_REPLY_LOW, instance_load
-from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.benchmarks import Instance
+from ifsweep.providers.pricing import estimate_tokens
+from ifsweep.runner.engine.pipeline import BenchJob, Counters
 from ifsweep.runner.engine.scheduler import Work
 from ifsweep.runner.watch.eta import INF, Lane, Phase
 
+JUDGE_REPLY_LOW = 32  # tokens of a bare verdict list, or YES/NO with a line of reasoning
 # Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
 MIN_SEEN = 5
 # Answer length assumed before any answer is in (tokens); judge prompts quote the answer.
 DEFAULT_ANSWER_TOKENS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLoad:
+    """What one pair will ask, read from the plan of an empty answer (the answer is not known yet)."""
+
+    prompt_tokens: int  # the generation prompt (the providers' estimate)
+    judge_calls: int
+    judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
+    judge_depth: int  # judge calls made one after another: turns of the longest task
+
+
+def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
+    """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
+    from this. A multi-turn task's earlier judge replies count as short verdicts."""
+    judge_calls = judge_tokens = depth = 0
+    for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+        replies: tuple[str, ...] = ()
+        for t in range(len(task.turns)):
+            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
+            judge_calls += 1
+            replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
+        depth = max(depth, len(task.turns))
+    prompt = estimate_tokens([m.as_dict() for m in inst.messages])
+    return InstanceLoad(prompt, judge_calls, judge_tokens, depth)
 
 
 @dataclass(frozen=True, slots=True)
