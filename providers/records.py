@@ -66,12 +66,21 @@ class Price:
 
     def for_batch(self) -> Price:
         """What a call through the provider's Batch API costs: the batch prices, else half (OpenAI's,
-        Anthropic's and Gemini's discount)."""
+        Anthropic's and Gemini's discount). Cache reads and writes inside a batch get the input's
+        discount (Anthropic: they stack)."""
         inp, out = self.batch_input_per_mtok, self.batch_output_per_mtok
+        batch_in = inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT
+        ratio = batch_in / self.input_per_mtok if self.input_per_mtok > 0 else BATCH_DISCOUNT
         return Price(
-            input_per_mtok=inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT,
+            input_per_mtok=batch_in,
             output_per_mtok=out if out is not None else self.output_per_mtok * BATCH_DISCOUNT,
+            cached_input_per_mtok=_scaled(self.cached_input_per_mtok, ratio),
+            cache_write_per_mtok=_scaled(self.cache_write_per_mtok, ratio),
         )
+
+
+def _scaled(value: float | None, ratio: float) -> float | None:
+    return None if value is None else value * ratio
 
 
 def _or(value: float | None, default: float) -> float:
@@ -136,10 +145,16 @@ class Completion:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     cache_saved_usd: float = 0.0  # cost at the plain input price minus cost_usd (negative: writes cost more)
+    # Of cost_usd, the worst case charged for attempts whose bill is unknown (a timeout, a reset, a
+    # malformed answer): the provider may have run them. The rest was reported (or estimated) usage.
+    worst_case_usd: float = 0.0
+    # The ids of the intents recorded before its sends (only under a cap: runner/store/intents.py).
+    intents: tuple[str, ...] = ()
 
 
 class BudgetExhausted(Exception):
-    """The worst-case cost of the next call does not fit under a cap; nothing was sent."""
+    """The worst-case cost of the next call, or of the next attempt of a call whose last attempt may
+    have been billed, does not fit under a cap; that call or attempt was not sent."""
 
     def __init__(self, scope: str, cap_usd: float, needed_usd: float):
         super().__init__(

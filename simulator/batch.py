@@ -179,15 +179,7 @@ class BatchAPI:
         if body.get("completion_window") != "24h":
             return _error(400, "completion_window must be '24h'")
         metadata = body.get("metadata")
-        settings = self._settings()
-        draw = self._rng.random()
-        fate = (
-            "failed"
-            if draw < settings.fail_rate
-            else "expired"
-            if draw < settings.fail_rate + settings.expire_rate
-            else "completed"
-        )
+        fate = draw_fate(self._rng, self._settings())
         lines = [line for line in f.data.splitlines() if line.strip()]
         ids = [_custom_id(line) for line in lines]
         why = "simulated validation failure"
@@ -234,11 +226,9 @@ class BatchAPI:
         """Bring `batch` to where its delay says it is; work it out when the delay has passed."""
         if batch.status not in ("validating", "in_progress"):
             return batch
-        delay = self._settings().delay_s
-        elapsed = time.monotonic() - batch.created
-        if elapsed < delay:
-            batch.status = "in_progress"
-            batch.completed = int(batch.total * elapsed / delay)
+        done = progress(batch.created, self._settings().delay_s, batch.total)
+        if done is not None:
+            batch.status, batch.completed = "in_progress", done
             return batch
         batch.completed = 0
         batch.ended_at = int(time.time())
@@ -304,6 +294,21 @@ class BatchAPI:
         return custom_id, status, payload
 
 
+def draw_fate(rng: random.Random, settings: BatchSettings) -> str:
+    """What becomes of a batch, drawn once at create: "failed", "expired" or "completed"."""
+    draw = rng.random()
+    if draw < settings.fail_rate:
+        return "failed"
+    return "expired" if draw < settings.fail_rate + settings.expire_rate else "completed"
+
+
+def progress(created: float, delay_s: float, total: int) -> int | None:
+    """Requests done by now of a batch created at `created` (monotonic) that takes `delay_s`; None
+    once it is over."""
+    elapsed = time.monotonic() - created
+    return int(total * elapsed / delay_s) if elapsed < delay_s else None
+
+
 def _custom_id(line: bytes) -> str:
     with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
         return str(orjson.loads(line).get("custom_id"))
@@ -318,4 +323,4 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
     return web.Response(status=status, body=orjson.dumps(error_body(message, kind)), content_type=_JSON)
 
 
-__all__ = ["BatchAPI"]
+__all__ = ["BatchAPI", "draw_fate", "progress"]

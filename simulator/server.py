@@ -14,8 +14,6 @@ import contextlib
 import hashlib
 import random
 import signal
-import socket
-import struct
 import sys
 import threading
 import time
@@ -26,20 +24,22 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
 from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
+from ifsweep.simulator.transport import JSON, deliver, reset
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
-_JSON = "application/json"
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
-_TRICKLE_CHUNKS = 25
+# Faults answered before the model runs: nothing is billed for them (every other request is, in full).
+_NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -109,6 +109,7 @@ class Simulator:
             self._stats,
             config.seed,
         )
+        self.anthropic = AnthropicAPI(self, config.seed)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Simulator:
@@ -118,6 +119,7 @@ class Simulator:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self.batches.add_routes(app)
+        self.anthropic.add_routes(app)
         app.router.add_get("/props", self._props)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
@@ -160,12 +162,46 @@ class Simulator:
         return f"http://{self._host}:{self.port}/v1"
 
     @property
+    def root_url(self) -> str:
+        """The server's root: the `api_base` of an Anthropic model (LiteLLM and Anthropic's own clients
+        add /v1/messages to it)."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
     def stats(self) -> SimStats:
         return self._stats
 
     @property
     def config(self) -> SimConfig:
         return self._config
+
+    @property
+    def judges(self) -> Judges:
+        return self._judges
+
+    @property
+    def rate_limits(self) -> RateLimits:
+        return self._limits
+
+    def draw_fault(self) -> tuple[str | None, int]:
+        """This request's fault, and the status of a server error (drawn now, not after the latency
+        sleep, so concurrent requests cannot reorder the seeded draws)."""
+        fault = self._faults.pick()
+        return fault, self._faults.server_status() if fault == "server_error" else 0
+
+    def note_request(self, model: str, body: Mapping[str, Any]) -> bytes:
+        """Count a parsed request; its canonical body (a count above 1 in stats.bodies is a resend)."""
+        self._stats.by_model[model] += 1
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        return canonical
+
+    async def wait_latency(self, model: str, canonical: bytes) -> None:
+        self._stats.enter_model(model)
+        try:
+            await self._sleep_latency(self._config, canonical)
+        finally:
+            self._stats.leave_model(model)
 
     def set_config(self, config: SimConfig) -> None:
         """Swap settings while serving. Limits restart full only when they change; the fault RNG restarts
@@ -181,7 +217,7 @@ class Simulator:
 
     # --- handlers --------------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+        return web.Response(body=b'{"status":"ok"}', content_type=JSON)
 
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
@@ -192,7 +228,7 @@ class Simulator:
             {"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator", **extra}
             for n in names
         ]
-        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
+        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=JSON)
 
     async def _props(self, request: web.Request) -> web.Response:
         # llama.cpp's GET /props: the context each slot has (one slot here). Only a llama.cpp-style
@@ -201,7 +237,7 @@ class Simulator:
             return self._json(404, error_body("Not Found", "not_found_error"))
         settings = {"n_ctx": self._config.context_window or 0}
         body = {"default_generation_settings": settings, "total_slots": 1}
-        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+        return web.Response(body=orjson.dumps(body), content_type=JSON)
 
     def _over_context(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
         """The 400 a server with this context window answers a prompt too long for it, or None."""
@@ -243,7 +279,7 @@ class Simulator:
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         self._stats.status_counts[status] += 1
-        return web.Response(status=status, body=orjson.dumps(payload), content_type=_JSON, headers=headers)
+        return web.Response(status=status, body=orjson.dumps(payload), content_type=JSON, headers=headers)
 
     def _limit_headers(self) -> dict[str, str]:
         return self._limits.headers() if self._config.send_ratelimit_headers else {}
@@ -254,66 +290,50 @@ class Simulator:
         except _BadRequest as exc:
             return self._json(400, error_body(str(exc), "invalid_request_error"))
         stats = self._stats
-        stats.by_model[model] += 1
-        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        canonical = self.note_request(model, body)
         config = self._config
-        fault = self._faults.pick()
-        # Drawn now, not after the latency sleep, so concurrent requests cannot reorder the seeded draws.
-        error_status = self._faults.server_status() if fault == "server_error" else 0
-
+        fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
-        too_long = self._over_context(n_prompt, max_tokens)
-        if too_long is not None:
-            return too_long
-        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
-        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
-        if not admission.admitted:
-            stats.faults["limit"] += 1
-            headers = self._limit_headers()
-            if config.send_retry_after:
-                headers.update(retry_after_headers(admission.retry_after_s))
-            return self._json(
-                429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
-            )
+        refused = self._over_context(n_prompt, max_tokens) or self._over_limits(n_prompt, max_tokens)
+        if refused is not None:
+            return refused
         if fault is not None:
             stats.faults[fault] += 1
         arrived = time.monotonic()
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
-        stats.enter_model(model)
-        try:
-            await self._sleep_latency(config, canonical)
-        finally:
-            stats.leave_model(model)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        if fault not in _NEVER_RAN:
+            stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
+        if fault == "missing_usage":
+            del payload["usage"]
+        await self.wait_latency(model, canonical)
         early = await self._fault_without_completion(request, fault, error_status, config)
         if early is not None:
             return early
 
         self._prefixes.store(blocks)
         cache_key = body.get("prompt_cache_key")
-        stats.served(
-            Served(
-                model,
-                arrived,
-                time.monotonic(),
-                n_prompt,
-                n_cached,
-                cache_key if isinstance(cache_key, str) else None,
-            )
-        )
-        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        key = cache_key if isinstance(cache_key, str) else None
+        stats.served(Served(model, arrived, time.monotonic(), n_prompt, n_cached, key))
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
-        data = orjson.dumps(payload)
-        if fault == "cut_body":
-            return await _cut_body(request, data, self._limit_headers(), stats)
-        if fault == "trickle":
-            return await _trickle(request, data, self._limit_headers(), stats, canonical)
-        content_type = "text/html" if fault == "wrong_content_type" else _JSON
-        stats.status_counts[200] += 1
-        return web.Response(body=data, content_type=content_type, headers=self._limit_headers())
+        return await deliver(request, orjson.dumps(payload), self._limit_headers(), stats, fault, canonical)
+
+    def _over_limits(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 429 of a request the rate limits do not admit now, or None (it is admitted)."""
+        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
+        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
+        if admission.admitted:
+            return None
+        self._stats.faults["limit"] += 1
+        headers = self._limit_headers()
+        if self._config.send_retry_after:
+            headers.update(retry_after_headers(admission.retry_after_s))
+        return self._json(
+            429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
+        )
 
     async def _fault_without_completion(
         self, request: web.Request, fault: str | None, error_status: int, config: SimConfig
@@ -333,14 +353,14 @@ class Simulator:
                 429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
             )
         if fault == "reset":
-            return _reset(request)
+            return reset(request)
         if fault == "hang":
-            return await self._hang(request, config.hang_s)
+            return await self.hang(request)
         if fault == "malformed":
             self._stats.status_counts[200] += 1
             return web.Response(
                 body=b"upstream returned an incomplete answer\n",
-                content_type=_JSON,
+                content_type=JSON,
                 headers=self._limit_headers(),
             )
         return None
@@ -390,8 +410,6 @@ class Simulator:
                 "total_tokens": n_prompt + n_completion,
             },
         }
-        if fault == "missing_usage":
-            del payload["usage"]
         return payload
 
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
@@ -401,78 +419,27 @@ class Simulator:
             body, model, messages, max_tokens = _parse_request(raw)
         except _BadRequest as exc:
             return 400, error_body(str(exc), "invalid_request_error")
-        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        self._stats.by_model[model] += 1
-        self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        canonical = self.note_request(model, body)
         if fault is not None:
             self._stats.faults[fault] += 1
         if fault == "server_error":
             return 500, error_body("The server had an error (simulated).", "server_error")
         if fault in ("rate_limit", "rate_limit_no_header"):
             return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
-        content = (
-            fault
-            if fault in ("missing_usage", "null_content", "empty", "length", "content_filter", "refusal")
-            else None
-        )
+        content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
-        return 200, self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        if content == "missing_usage":
+            del payload["usage"]
+        return 200, payload
 
-    async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
+    async def hang(self, request: web.Request) -> web.StreamResponse:
+        """No answer until the client gives up or hang_s passes, then a reset."""
         # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).
         assert self._closing is not None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), timeout=hang_s)
-        return _reset(request)
-
-
-def _reset(request: web.Request) -> web.StreamResponse:
-    """Drop the connection with a TCP reset; aiohttp then finds the transport closed and writes nothing."""
-    transport = request.transport
-    if transport is not None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.abort()
-    return web.Response(status=200)
-
-
-async def _cut_body(
-    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats
-) -> web.StreamResponse:
-    """Promise the whole body in Content-Length, send half of it, then close the connection."""
-    response = web.StreamResponse(status=200, headers=headers)
-    response.content_type = _JSON
-    response.content_length = len(data)
-    stats.status_counts[200] += 1
-    await response.prepare(request)
-    await response.write(data[: len(data) // 2])
-    transport = request.transport
-    if transport is not None:
-        transport.close()  # a FIN after the flushed half: the client sees a short body
-    return response
-
-
-async def _trickle(
-    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats, canonical: bytes
-) -> web.StreamResponse:
-    """The full body, a few bytes at a time, over 2-5 s (fixed per request)."""
-    response = web.StreamResponse(status=200, headers=headers)
-    response.content_type = _JSON
-    response.content_length = len(data)
-    stats.status_counts[200] += 1
-    await response.prepare(request)
-    total_s = random.Random(b"trickle" + canonical).uniform(2.0, 5.0)
-    step = max(1, -(-len(data) // _TRICKLE_CHUNKS))
-    starts = range(0, len(data), step)
-    pause = total_s / max(1, len(starts) - 1)
-    for start in starts:
-        if start:  # no pause after the last piece: the connection would idle before its next request
-            await asyncio.sleep(pause)
-        await response.write(data[start : start + step])
-    await response.write_eof()
-    return response
+            await asyncio.wait_for(self._closing.wait(), timeout=self._config.hang_s)
+        return reset(request)
 
 
 class SimulatorThread:
@@ -531,6 +498,15 @@ class SimulatorThread:
     @property
     def port(self) -> int:
         return self._sim.port
+
+    @property
+    def root_url(self) -> str:
+        return self._sim.root_url
+
+    @property
+    def anthropic(self) -> AnthropicAPI:
+        """The Anthropic endpoints' state (read it once the client is done, like `stats`)."""
+        return self._sim.anthropic
 
     @property
     def stats(self) -> SimStats:

@@ -259,6 +259,12 @@ def _print_result(result: object, run_dir: Path) -> None:
         f"${result.spent_usd:.4f} spent -> {run_dir}"
     )
     print(line, file=sys.stderr)
+    if result.rescored:
+        print(
+            f"[ifsweep] re-scored {result.rescored} verdicts from the stored replies: the code that "
+            "derives them changed",
+            file=sys.stderr,
+        )
     if result.message:
         print(f"[ifsweep] {result.message}", file=sys.stderr)
     if result.status == "budget_exhausted":
