@@ -38,6 +38,8 @@ from ifsweep.simulator.transport import JSON, deliver, reset
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
+# Faults answered before the model runs: nothing is billed for them (every other request is, in full).
+_NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -301,6 +303,11 @@ class Simulator:
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        if fault not in _NEVER_RAN:
+            stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
+        if fault == "missing_usage":
+            del payload["usage"]
         await self.wait_latency(model, canonical)
         early = await self._fault_without_completion(request, fault, error_status, config)
         if early is not None:
@@ -310,7 +317,6 @@ class Simulator:
         cache_key = body.get("prompt_cache_key")
         key = cache_key if isinstance(cache_key, str) else None
         stats.served(Served(model, arrived, time.monotonic(), n_prompt, n_cached, key))
-        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
         return await deliver(request, orjson.dumps(payload), self._limit_headers(), stats, fault, canonical)
@@ -404,8 +410,6 @@ class Simulator:
                 "total_tokens": n_prompt + n_completion,
             },
         }
-        if fault == "missing_usage":
-            del payload["usage"]
         return payload
 
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
@@ -424,7 +428,10 @@ class Simulator:
             return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
         content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
-        return 200, self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        if content == "missing_usage":
+            del payload["usage"]
+        return 200, payload
 
     async def hang(self, request: web.Request) -> web.StreamResponse:
         """No answer until the client gives up or hang_s passes, then a reset."""
