@@ -1,7 +1,7 @@
 """Benchmark data, prompts, scoring rules and metric definitions: pure functions over plain records, found
 by name through the registry (built in, or a plugin's `ifsweep.benchmarks` entry point)."""
 
-from ifsweep.benchmarks.base import Benchmark, DataFile, Decide, Release
+from ifsweep.benchmarks.base import Benchmark, BenchmarkBase, DataFile, Decide, Release
 from ifsweep.benchmarks.records import (
     Constraint,
     DataError,
@@ -19,6 +19,7 @@ from ifsweep.benchmarks.registry import ENTRY_POINT_GROUP, BenchmarkLoadError, L
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Benchmark",
+    "BenchmarkBase",
     "BenchmarkLoadError",
     "Constraint",
     "DataError",

@@ -243,7 +243,7 @@ def test_echo_tool_keeps_short_answers_and_drops_copied_text() -> None:
     [
         ("followbench", "ifsweep.benchmarks.followbench._prompts"),
         ("infobench", "ifsweep.benchmarks.infobench._prompts"),
-        ("cfbench", "ifsweep.benchmarks.cfbench.prompts"),
+        ("cfbench", "ifsweep.benchmarks.cfbench._prompts"),
         ("eifbench", "ifsweep.benchmarks.eifbench._prompts"),
     ],
 )

@@ -14,6 +14,7 @@ EXPECTED = {
     "benchmarks": {
         "ENTRY_POINT_GROUP",
         "Benchmark",
+        "BenchmarkBase",
         "BenchmarkLoadError",
         "Constraint",
         "DataError",

@@ -59,7 +59,7 @@ def eifbench_components(rows: pl.LazyFrame) -> Components:
     return Components(leaves, seen=task.lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """GAcc, ILAcc, CLAcc: slices all and split=S (the scenarios); n = tasks. Ranked by GAcc."""
     by_scenario = Chart(
         kind="heatmap",
@@ -69,11 +69,6 @@ def definition(display: str) -> BenchmarkMetrics:
         title="EIFBench GAcc by scenario",
         file="eifbench_by_scenario.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=METRICS,
-        primary="GAcc",
-        components=eifbench_components,
-        charts=(by_scenario,),
+    return (
+        BenchmarkMetrics(BENCHMARK, display, METRICS, "GAcc", eifbench_components, charts=(by_scenario,)),
     )

@@ -73,7 +73,7 @@ def infobench_components(rows: pl.LazyFrame) -> Components:
     return Components(leaves, seen=inst.lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """DRFR: slices all, split=S, constraint_type=T; n = rows."""
     by_type = Chart(
         kind="heatmap",
@@ -83,11 +83,13 @@ def definition(display: str) -> BenchmarkMetrics:
         title="InFoBench DRFR by constraint type",
         file="infobench_by_type.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=("DRFR",),
-        primary="DRFR",
-        components=infobench_components,
-        charts=(by_type,),
+    return (
+        BenchmarkMetrics(
+            name=BENCHMARK,
+            display=display,
+            headline=("DRFR",),
+            primary="DRFR",
+            components=infobench_components,
+            charts=(by_type,),
+        ),
     )

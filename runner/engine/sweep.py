@@ -166,12 +166,8 @@ async def run_sweep(
 ) -> SweepResult:
     """Run (or resume) the sweep into cfg.run.output_dir. Changes no process-wide state unless the
     program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
-    settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was stored
-    is
-    flushed, the summary says "interrupted", and running it again resumes."""
-    from ifsweep.providers.pool import ProviderPool
-    from ifsweep.runner.engine.batches import StoreJournal
-    from ifsweep.runner.engine.partition import in_partition
+    settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was
+    stored is flushed, the summary says "interrupted", and running it again resumes."""
     from ifsweep.runner.store.shards import RunStore
 
     if process is not None:
@@ -181,157 +177,233 @@ async def run_sweep(
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
     store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
-    coordinator = None
-    state: ProgressState | None = None  # set once the counters and budget exist (see the cancel path)
-    started = time.time()
+    run = _Run(cfg, work, store, writer_id, retry, process, started=time.time())
     try:
-        tally = SpendTally()
-        if cfg.run.coordinator is None:
-            spent = _already_spent(store, tally)
-        else:
-            coordinator, baseline = await join_coordinator(cfg.run.coordinator, run_dir, writer_id)
-            spent = spend_totals(baseline)
-            _already_spent(store, tally)
-        store.on_append = tally.add
-        budget = _budget(cfg, spent, coordinator)
-
-        keep: Keep = None
-        if partition is not None:
-            index, count = partition
-
-            def keep(key: str) -> bool:
-                return in_partition(key, index, count)
-
-        counters = count_planned(work, cfg.models, keep)
-        state = ProgressState(
-            counters=counters,
-            spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
-            caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
-            plan=sweep_plan(cfg, work),
-        )
-        stop = StopControl(anyio.Event())
-        status: SweepStatus = "complete"
-        message = ""
-        shared_at = None
-        if coordinator is not None:
-            coordinator.emit = state.on_event
-            shared_at = coordinator.settings.display
-
-        async with ProviderPool(
-            budget=budget,
-            on_event=state.on_event,
-            global_concurrency=cfg.run.concurrency,
-            coordinator=coordinator,
-            journal=StoreJournal(store),
-        ) as pool:
-            judges = [pool.caller(s) for s in cfg.judges]
-            endpoints = [pool.caller(s) for s in cfg.models]
-            state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
-            state.batches.update({b.spec.label: b.progress for b in pool.batch_endpoints})
-            pipeline = Pipeline(store=store, judges=judges, retry_errors=retry, counters=counters)
-            state.judges = pipeline.judge_counters
-            pairs = sum(c.planned for c in counters.values())
-            for jc in pipeline.judge_counters.values():
-                jc.planned = pairs
-
-            by_label = {e.spec.label: e for e in endpoints}
-            elastic = Elastic(
-                room=lambda: pool.has_room() and not any(j.congested() for j in judges),
-                congested=lambda label: by_label[label].congested(),
-            )
-
-            try:
-                with process.frozen() if process is not None else contextlib.nullcontext():
-                    async with anyio.create_task_group() as outer:
-                        outer.start_soon(store.flusher)
-                        outer.start_soon(run_progress, state, progress or cfg.run.progress)
-                        if process is not None:
-                            outer.start_soon(
-                                process.watch, stop, cfg.run.stop_deadline_s, outer.cancel_scope, store
-                            )
-                        trim = process.trim if process is not None else None
-                        outer.start_soon(
-                            _write_summary_every,
-                            run_dir,
-                            counters,
-                            budget,
-                            tally,
-                            started,
-                            writer_id,
-                            trim,
-                            state,
-                            shared_at,
-                        )
-                        if coordinator is not None:
-                            outer.start_soon(coordinator.run)
-                        if pool.batch_endpoints:
-                            await outer.start(pool.run_batches)
-                        try:
-                            await run_models(cfg, work, pipeline, endpoints, stop, keep, elastic)
-                        finally:
-                            outer.cancel_scope.cancel()
-            except Exception as e:  # a bug or an I/O failure: the run stays resumable
-                status, message = "failed", _describe(e)
-            still_open = sum(len(b.open_batches()) for b in pool.batch_endpoints)
-        if stop.reason is not None:
-            status = stop.reason
-            if status == "budget_exhausted" and pipeline.exhausted_judges and not message:
-                message = "budget reached for " + ", ".join(
-                    f"judge {j}" for j in sorted(pipeline.exhausted_judges)
-                )
-        elif (stop.exhausted_models or pipeline.exhausted_judges) and status == "complete":
-            status = "budget_exhausted"
-            message = "budget reached for " + ", ".join(
-                [*sorted(stop.exhausted_models), *(f"judge {j}" for j in sorted(pipeline.exhausted_judges))]
-            )
-        elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
-            status, message = "failed", "some pairs did not finish"
-        if still_open and status != "complete":
-            # Left running at the provider (never cancelled on exit): the next run collects them.
-            message = (message + "; " if message else "") + (
-                f"{still_open} batch{'es' if still_open != 1 else ''} still running at the provider: run the "
-                f"same command again to collect the results (`ifsweep batches {run_dir} --cancel` cancels)"
-            )
-        if status == "complete":
-            try:
-                check_verdicts(store, lambda: _planned(pipeline, cfg, work, keep))
-            except IncompleteVerdicts as e:
-                status, message = "failed", str(e)
-        errors = sum(c.errors for c in counters.values())
-        if status == "complete" and errors:
-            status = "failed"  # said below, once the kinds are counted
-        try:
-            store.flush()
-        except DiskFullError as e:
-            status, message = "failed", _describe(e)
-        if coordinator is not None and not await coordinator.close():
-            print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
-        result = _result(status, counters, budget.spent_usd, message)
-        if errors:
-            by_kind = _errors_by_kind(store, cfg, work, keep)
-            told = errors_message(errors, by_kind)
-            said = f"{result.message}; {told}" if result.message else told
-            result = dataclasses.replace(result, errors_by_kind=by_kind, message=said)
-        try:
-            write_summary(
-                run_dir, result.status, result, counters, tally, started, writer_id, state, shared_at
-            )
-        except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
-            print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
-        return result
+        books = await _open_books(run, partition)
+        ended = await _drive(run, books, progress or cfg.run.progress)
+        return await _finish(run, books, ended)
     except anyio.get_cancelled_exc_class():
         # Cancelled by whoever awaits the sweep (the library's caller): keep what was stored, say so,
-        # and let the cancellation go on. Before the progress state exists (while joining the
-        # coordinator) nothing was sent, so there is nothing to summarize.
-        if state is not None:
-            _note_cancelled(store, run_dir, counters, budget, tally, started, writer_id, state)
+        # and let the cancellation go on. Before the books exist (while joining the coordinator)
+        # nothing was sent, so there is nothing to summarize.
+        if run.books is not None:
+            _note_cancelled(run, run.books)
         raise
     finally:
-        if coordinator is not None:
+        if run.coordinator is not None:
             with anyio.CancelScope(shield=True):
-                await coordinator.close()  # a no-op if closed above; else its holds go at once
+                await run.coordinator.close()  # a no-op if closed above; else its holds go at once
         with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
             store.close()
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    """One sweep's fixed parts, and what it joins on the way (the coordinator, its books)."""
+
+    cfg: SweepConfig
+    work: Work
+    store: Any
+    writer_id: str
+    retry: bool
+    process: OwnedProcess | None
+    started: float
+    coordinator: Any = None
+    books: _Books | None = None
+
+    @property
+    def run_dir(self) -> Path:
+        return self.cfg.run.output_dir
+
+
+@dataclass(eq=False, slots=True)
+class _Books:
+    """What a sweep counts: its pairs, its spend (the budget and the per-row tally), its live board."""
+
+    tally: SpendTally
+    budget: Any
+    keep: Keep
+    counters: dict[tuple[str, str], Counters]
+    state: ProgressState
+    shared_at: str | None  # the coordinator's display address, when spend is shared
+
+
+@dataclass(eq=False, slots=True)
+class _Ended:
+    """How the run of the models ended, before the verdicts are checked."""
+
+    stop: StopControl
+    pipeline: Pipeline
+    status: SweepStatus
+    message: str
+    still_open: int  # batches left running at the provider
+
+
+async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
+    """The spend so far (from the shards, or the coordinator's ledger), the budget that starts from it,
+    which pairs are this writer's, and the board that shows them."""
+    from ifsweep.runner.engine.partition import in_partition
+
+    cfg = run.cfg
+    tally = SpendTally()
+    shared_at = None
+    if cfg.run.coordinator is None:
+        spent = _already_spent(run.store, tally)
+    else:
+        run.coordinator, baseline = await join_coordinator(cfg.run.coordinator, run.run_dir, run.writer_id)
+        spent = spend_totals(baseline)
+        _already_spent(run.store, tally)
+        shared_at = run.coordinator.settings.display
+    run.store.on_append = tally.add
+    budget = _budget(cfg, spent, run.coordinator)
+
+    keep: Keep = None
+    if partition is not None:
+        index, count = partition
+
+        def keep(key: str) -> bool:
+            return in_partition(key, index, count)
+
+    counters = count_planned(run.work, cfg.models, keep)
+    state = ProgressState(
+        counters=counters,
+        spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
+        caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
+        plan=sweep_plan(cfg, run.work),
+    )
+    if run.coordinator is not None:
+        run.coordinator.emit = state.on_event
+    run.books = _Books(tally, budget, keep, counters, state, shared_at)
+    return run.books
+
+
+async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
+    """Run every model's pairs through the pool; a bug or an I/O failure ends it "failed", resumable."""
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.runner.engine.batches import StoreJournal
+
+    cfg, state = run.cfg, books.state
+    stop = StopControl(anyio.Event())
+    status: SweepStatus = "complete"
+    message = ""
+    async with ProviderPool(
+        budget=books.budget,
+        on_event=state.on_event,
+        global_concurrency=cfg.run.concurrency,
+        coordinator=run.coordinator,
+        journal=StoreJournal(run.store),
+    ) as pool:
+        judges = [pool.caller(s) for s in cfg.judges]
+        endpoints = [pool.caller(s) for s in cfg.models]
+        state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
+        state.batches.update({b.spec.label: b.progress for b in pool.batch_endpoints})
+        pipeline = Pipeline(store=run.store, judges=judges, retry_errors=run.retry, counters=books.counters)
+        state.judges = pipeline.judge_counters
+        pairs = sum(c.planned for c in books.counters.values())
+        for jc in pipeline.judge_counters.values():
+            jc.planned = pairs
+        by_label = {e.spec.label: e for e in endpoints}
+        elastic = Elastic(
+            room=lambda: pool.has_room() and not any(j.congested() for j in judges),
+            congested=lambda label: by_label[label].congested(),
+        )
+        try:
+            with run.process.frozen() if run.process is not None else contextlib.nullcontext():
+                async with anyio.create_task_group() as outer:
+                    await _start_helpers(run, books, outer, pool, stop, progress)
+                    try:
+                        await run_models(cfg, run.work, pipeline, endpoints, stop, books.keep, elastic)
+                    finally:
+                        outer.cancel_scope.cancel()
+        except Exception as e:  # a bug or an I/O failure: the run stays resumable
+            status, message = "failed", _describe(e)
+        still_open = sum(len(b.open_batches()) for b in pool.batch_endpoints)
+    return _Ended(stop, pipeline, status, message, still_open)
+
+
+async def _start_helpers(
+    run: _Run, books: _Books, outer: Any, pool: Any, stop: StopControl, progress: str
+) -> None:
+    """The tasks beside the workers: group commit, the board, signals, the summary, the coordinator
+    and the batch collector (started, so the pool can take batch calls, before any pair runs)."""
+    process = run.process
+    outer.start_soon(run.store.flusher)
+    outer.start_soon(run_progress, books.state, progress)
+    if process is not None:
+        outer.start_soon(process.watch, stop, run.cfg.run.stop_deadline_s, outer.cancel_scope, run.store)
+    outer.start_soon(_write_summary_every, run, books, process.trim if process is not None else None)
+    if run.coordinator is not None:
+        outer.start_soon(run.coordinator.run)
+    if pool.batch_endpoints:
+        await outer.start(pool.run_batches)
+
+
+def _ending(
+    ended: _Ended, counters: dict[tuple[str, str], Counters], run_dir: Path
+) -> tuple[SweepStatus, str]:
+    """The sweep's status and message from why it stopped, before its verdicts are checked."""
+    stop, judges_out = ended.stop, ended.pipeline.exhausted_judges
+    status, message = ended.status, ended.message
+    if stop.reason is not None:
+        status = stop.reason
+        if status == "budget_exhausted" and judges_out and not message:
+            message = "budget reached for " + ", ".join(f"judge {j}" for j in sorted(judges_out))
+    elif (stop.exhausted_models or judges_out) and status == "complete":
+        status = "budget_exhausted"
+        message = "budget reached for " + ", ".join(
+            [*sorted(stop.exhausted_models), *(f"judge {j}" for j in sorted(judges_out))]
+        )
+    elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
+        status, message = "failed", "some pairs did not finish"
+    if ended.still_open and status != "complete":
+        # Left running at the provider (never cancelled on exit): the next run collects them.
+        n = ended.still_open
+        message = (message + "; " if message else "") + (
+            f"{n} batch{'es' if n != 1 else ''} still running at the provider: run the "
+            f"same command again to collect the results (`ifsweep batches {run_dir} --cancel` cancels)"
+        )
+    return status, message
+
+
+async def _finish(run: _Run, books: _Books, ended: _Ended) -> SweepResult:
+    """Check the verdicts, flush, leave the coordinator, and write the final summary."""
+    cfg, counters = run.cfg, books.counters
+    status, message = _ending(ended, counters, run.run_dir)
+    if status == "complete":
+        try:
+            check_verdicts(run.store, lambda: _planned(ended.pipeline, cfg, run.work, books.keep))
+        except IncompleteVerdicts as e:
+            status, message = "failed", str(e)
+    errors = sum(c.errors for c in counters.values())
+    if status == "complete" and errors:
+        status = "failed"  # said below, once the kinds are counted
+    try:
+        run.store.flush()
+    except DiskFullError as e:
+        status, message = "failed", _describe(e)
+    if run.coordinator is not None and not await run.coordinator.close():
+        print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
+    result = _result(status, counters, books.budget.spent_usd, message)
+    if errors:
+        by_kind = _errors_by_kind(run.store, cfg, run.work, books.keep)
+        told = errors_message(errors, by_kind)
+        said = f"{result.message}; {told}" if result.message else told
+        result = dataclasses.replace(result, errors_by_kind=by_kind, message=said)
+    try:
+        write_summary(
+            run.run_dir,
+            result.status,
+            result,
+            counters,
+            books.tally,
+            run.started,
+            run.writer_id,
+            books.state,
+            books.shared_at,
+        )
+    except OSError as e:  # the same full disk: the shards, not the summary, are what resume reads
+        print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
+    return result
 
 
 def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dict[str, int]:
@@ -377,6 +449,7 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         judge=entry(cfg.judge) if cfg.judge is not None else None,
         judges={s.label: entry(s) for s in cfg.judges},
         judge_order=tuple(s.label for s in cfg.judges),
+        model_order=tuple(s.label for s in cfg.models),
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
     )
@@ -433,6 +506,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
             # order names the configured panel, whose first judge reports show by default.
             judges={**old.judges, **new.judges},
             judge_order=new.judge_order,
+            model_order=new.model_order,
             budget_usd=new.budget_usd,
             limits=new.limits,
         )
@@ -481,22 +555,22 @@ def _already_spent(store: Any, tally: SpendTally) -> tuple[float, dict[str, floa
     return total, by
 
 
-def _note_cancelled(
-    store: Any,
-    run_dir: Path,
-    counters: dict[tuple[str, str], Counters],
-    budget: Any,
-    tally: SpendTally,
-    started: float,
-    writer_id: str,
-    state: ProgressState,
-) -> None:
+def _note_cancelled(run: _Run, books: _Books) -> None:
     """The summary of a sweep whose task was cancelled: "interrupted", after the shards are flushed."""
     message = "cancelled; run the same sweep again to resume"
     try:
-        store.flush()
-        result = _result("interrupted", counters, budget.spent_usd, message)
-        write_summary(run_dir, result.status, result, counters, tally, started, writer_id, state)
+        run.store.flush()
+        result = _result("interrupted", books.counters, books.budget.spent_usd, message)
+        write_summary(
+            run.run_dir,
+            result.status,
+            result,
+            books.counters,
+            books.tally,
+            run.started,
+            run.writer_id,
+            books.state,
+        )
     except OSError as e:  # a full disk: the shards, not the summary, are what resume reads
         print(f"[ifsweep] could not write the summary: {e}", file=sys.stderr)
 
@@ -514,24 +588,16 @@ def _result(
     )
 
 
-async def _write_summary_every(
-    run_dir: Path,
-    counters: dict[tuple[str, str], Counters],
-    budget: Any,
-    tally: SpendTally,
-    started: float,
-    writer_id: str = "main",
-    trim: Callable[[], None] | None = None,
-    state: ProgressState | None = None,
-    coordinator: str | None = None,
-) -> None:
+async def _write_summary_every(run: _Run, books: _Books, trim: Callable[[], None] | None) -> None:
     while True:
         await anyio.sleep(SUMMARY_EVERY_S)
-        result = _result("complete", counters, budget.spent_usd, "")
-        data = summary_bytes("running", result, counters, tally, started, state, coordinator)
+        result = _result("complete", books.counters, books.budget.spent_usd, "")
+        data = summary_bytes(
+            "running", result, books.counters, books.tally, run.started, books.state, books.shared_at
+        )
         # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
         # every answer waiting to be read. The body was built here, where the counters live.
-        await anyio.to_thread.run_sync(atomic_write, run_dir / summary_name(writer_id), data)
+        await anyio.to_thread.run_sync(atomic_write, run.run_dir / summary_name(run.writer_id), data)
         if trim is not None:
             await anyio.to_thread.run_sync(trim)
 

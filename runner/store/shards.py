@@ -184,6 +184,7 @@ class _FileEnd:
     size: int = 0
     good_end: int = 0  # offset just past the last whole, valid line
     good_lines: int = 0  # lines up to good_end
+    torn: int = 0  # bytes after the last newline
 
 
 # (offset, line without newline, raw key, is_error, kind) of one valid line
@@ -197,6 +198,22 @@ class _Located:
     keys: bytearray = field(default_factory=bytearray)
     locs: array[int] = field(default_factory=lambda: array("Q"))
     metas: array[int] = field(default_factory=lambda: array("I"))
+
+
+def _chunks(path: Path, end: _FileEnd) -> Iterator[tuple[int, list[bytes]]]:
+    """The whole lines of one shard (without their newlines), a chunk at a time, each chunk with the
+    offset of its first line; then sets `end.size` and `end.torn` (bytes after the last newline)."""
+    with open(path, "rb", buffering=0) as f:
+        base = 0
+        rest = b""
+        while chunk := f.read(_READ_CHUNK):
+            data = rest + chunk if rest else chunk
+            lines = data.split(b"\n")
+            rest = lines.pop()
+            yield base, lines
+            base += len(data) - len(rest)
+        end.size = base + len(rest)
+        end.torn = len(rest)
 
 
 def _scan_file(
@@ -216,50 +233,36 @@ def _scan_file(
     if located is not None:
         add_key, add_loc, add_meta = located.keys.extend, located.locs.append, located.metas.append
     file_bits = file_no << 40  # KeyIndex's packing: file number above a 40-bit offset
-    with open(path, "rb", buffering=0) as f:
-        base = 0
-        rest = b""
-        line_no = 0
-        while True:
-            chunk = f.read(_READ_CHUNK)
-            if not chunk:
-                break
-            data = rest + chunk if rest else chunk
-            lines = data.split(b"\n")
-            rest = lines.pop()
-            off = base
-            for line in lines:
-                line_no += 1
-                n = len(line) + 1
-                try:
-                    ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(line[_HEAD:])
-                    if ok:
-                        kend = line.find(b'"', 24)
-                        kind_end = line.find(b'"', kend + 10)
-                        ok = kend > 24 and kind_end > 0 and line.startswith(_KIND_OPEN, kend + 1)
-                        key = unhex(line[24:kend])
-                except (ValueError, binascii.Error):
-                    ok = False
+    line_no = 0
+    for off, lines in _chunks(path, end):
+        for line in lines:
+            line_no += 1
+            n = len(line) + 1
+            try:
+                ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(line[_HEAD:])
                 if ok:
-                    is_error = line.startswith(_ERROR_STATUS, kind_end + 1)
-                    if located is None:
-                        yield off, line, key, is_error, line[kend + 10 : kind_end]
-                    else:
-                        add_key(key if len(key) == 16 else normalized(key))
-                        add_loc(file_bits | off)
-                        add_meta(n << 1 | is_error)
-                    end.good_end = off + n
-                    end.good_lines = line_no
+                    kend = line.find(b'"', 24)
+                    kind_end = line.find(b'"', kend + 10)
+                    ok = kend > 24 and kind_end > 0 and line.startswith(_KIND_OPEN, kend + 1)
+                    key = unhex(line[24:kend])
+            except (ValueError, binascii.Error):
+                ok = False
+            if ok:
+                is_error = line.startswith(_ERROR_STATUS, kind_end + 1)
+                if located is None:
+                    yield off, line, key, is_error, line[kend + 10 : kind_end]
                 else:
-                    reason = parse_line(line)
-                    damaged.append(
-                        DamageReport(path, line_no, reason if type(reason) is str else "bad header")
-                    )
-                off += n
-            base = off
-        if rest:
-            damaged.append(DamageReport(path, line_no + 1, f"torn tail: {len(rest)} bytes without a newline"))
-        end.size = base + len(rest)
+                    add_key(key if len(key) == 16 else normalized(key))
+                    add_loc(file_bits | off)
+                    add_meta(n << 1 | is_error)
+                end.good_end = off + n
+                end.good_lines = line_no
+            else:
+                reason = parse_line(line)
+                damaged.append(DamageReport(path, line_no, reason if type(reason) is str else "bad header"))
+            off += n
+    if end.torn:
+        damaged.append(DamageReport(path, line_no + 1, f"torn tail: {end.torn} bytes without a newline"))
 
 
 def scan_shards(

@@ -120,7 +120,7 @@ def cfbench_components(rows: pl.LazyFrame) -> Components:
     return Components(leaves, seen=inst.lazy(), finals=_reference_finals(kept_frame).lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """CSR, ISR, PSR: slices all and split=S; n = instances. Ranked by PSR."""
     by_split = Chart(
         kind="bars",
@@ -131,11 +131,4 @@ def definition(display: str) -> BenchmarkMetrics:
         title="CFBench {metric} by split",
         file="cfbench_by_split.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=METRICS,
-        primary="PSR",
-        components=cfbench_components,
-        charts=(by_split,),
-    )
+    return (BenchmarkMetrics(BENCHMARK, display, METRICS, "PSR", cfbench_components, charts=(by_split,)),)
