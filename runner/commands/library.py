@@ -18,8 +18,8 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 
 from ifsweep.runner.commands.planning import Estimate, estimate
-from ifsweep.runner.commands.reporting import compute, require_run_dir
 from ifsweep.runner.commands.reporting import report as render_report
+from ifsweep.runner.commands.rundir import compute, require_run_dir
 from ifsweep.runner.config import SweepConfig, check_output_dir, load_config, parse_config
 from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
 from ifsweep.runner.watch.status import status_table
@@ -183,13 +183,16 @@ def scores(
     import polars as pl  # only for the calls that compute metrics
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import panel_of
+    from ifsweep.runner.commands.rundir import panel_of
 
     panel: tuple[str, ...] = ()
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
         rows: pl.DataFrame | pl.LazyFrame = source
     elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
-        rows = verdicts(source)
+        from ifsweep.runner.store.compact import scan_verdict_rows
+
+        require_run_dir(Path(source))
+        rows = scan_verdict_rows(Path(source))  # streamed from a compacted run's Parquet
         panel = panel_of(Path(source))
     else:
         paths = [source] if isinstance(source, str | os.PathLike) else list(source)

@@ -1,5 +1,5 @@
 """Glue between a run directory and the metrics package: `report`, `metrics` and `status`. The metrics
-engine knows no benchmark; `metric_catalog` hands it every registered benchmark's definitions."""
+engine knows no benchmark; `rundir.metric_catalog` hands it every registered benchmark's definitions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ifsweep import benchmarks
+from ifsweep.runner.commands.agreement import run_agreement
+from ifsweep.runner.commands.rundir import compute, in_model_order, model_order, panel_of, require_run_dir
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -17,59 +18,24 @@ if TYPE_CHECKING:
     from ifsweep.runner.watch.status import StatusReport
 
 
-def metric_catalog() -> tuple[Catalog, tuple[benchmarks.BenchmarkLoadError, ...]]:
-    """Every registered benchmark's metric definitions, in registry order, and an error for each
-    benchmark that failed to load (its rows cannot be scored; the others can)."""
-    from ifsweep.metrics import Catalog  # Polars: only for commands that compute metrics
-
-    loaded = benchmarks.load_all()
-    return Catalog(tuple(m for b in loaded.benchmarks for m in b.metrics())), loaded.errors
-
-
-def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.DataFrame, Catalog]:
-    """compute_metrics over every registered benchmark's definitions, and that catalog. Rows no
-    definition scores fail with VerdictError, which then also names any registered benchmark that
-    failed to load (the likely owner of those rows)."""
-    from ifsweep import metrics
-
-    catalog, errors = metric_catalog()
-    try:
-        return metrics.compute_metrics(rows, catalog, ci=ci), catalog
-    except metrics.VerdictError as e:
-        if not errors:
-            raise
-        failed = "; ".join(map(str, errors))
-        raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
-
-
-def require_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "shards").is_dir():
-        raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
-
-
-def panel_of(run_dir: Path) -> tuple[str, ...]:
-    """The judges the run's config names, in order (the manifest's); () when it names none."""
-    from ifsweep.runner.store.manifest import read_manifest
-
-    manifest = read_manifest(run_dir)
-    return manifest.judge_order if manifest is not None else ()
-
-
-def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None]]:
     """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
-    judge) and the judges they hold; UsageError for a judge the run has no verdicts of."""
+    judge), lazily (metrics stream them), and the judges they hold; UsageError for a judge the run has
+    no verdicts of."""
+    import polars as pl
+
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import load_verdict_rows
+    from ifsweep.runner.store.compact import scan_verdict_rows
 
     require_run_dir(run_dir)
-    rows = load_verdict_rows(run_dir)
-    if rows.height == 0:
+    rows = scan_verdict_rows(run_dir)
+    if metrics.streamed(rows.select(pl.len())).item() == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     try:
         chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
     except ValueError as e:
         raise UsageError(f"{run_dir}: {e}") from None
-    return chosen.collect(), judges
+    return chosen, judges
 
 
 def report(
@@ -84,16 +50,26 @@ def report(
         raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
     rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
+    # Config order (natural order when the config is not known); leaderboards rank by score and keep
+    # this order among equal scores.
+    order = model_order(run_dir, table.get_column("model").unique().to_list())
+    table = in_model_order(table, order)
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
     else:
-        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
+        calls = _calls_of(load_call_records(run_dir), judges, run_dir)
+        analytics = in_model_order(metrics.analytics(calls, table), order)
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
             panel = _panel_section(run_dir, catalog)
             text = metrics.render_html(
-                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+                table,
+                catalog,
+                analytics,
+                _paired_primary(rows, table, catalog),
+                judges=panel,
+                judge=judges[0],
             )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -140,21 +116,20 @@ def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
 
 def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
     """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
-    from ifsweep.runner.commands.agreement import run_agreement
-
     found = run_agreement(run_dir, resamples=200)
     return found if len(found.judges) > 1 else None
 
 
-def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
-    """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
+def _paired_primary(rows: pl.LazyFrame, table: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
+    """Model-vs-model differences on each benchmark's ranking metric (each benchmark of `table`, the
+    rows' metrics): which gaps are real."""
     import polars as pl
 
     from ifsweep import metrics
 
     parts = [
         metrics.paired_differences(rows, catalog, bench, catalog.primary(bench))
-        for bench in sorted(set(rows.get_column("benchmark").to_list()))
+        for bench in sorted(set(table.get_column("benchmark").to_list()))
         if catalog.get(bench) is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame()

@@ -88,8 +88,8 @@ async def show_batches(run_dir: Path, cancel: bool) -> int:
     """Print the open batches of `run_dir` with their status at the provider; cancel them if asked."""
     import aiohttp
 
-    from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
-    from ifsweep.providers.send.fast import DUMMY_KEY, FAST_PROVIDERS
+    from ifsweep.providers.batch.choose import batch_client
+    from ifsweep.providers.send.fast import FAST_PROVIDERS
 
     found = open_batches(run_dir)
     if not found:
@@ -105,12 +105,9 @@ async def show_batches(run_dir: Path, cancel: bool) -> int:
                 )
                 continue
             key = os.environ.get(b.api_key_env) if b.api_key_env else None
-            client: BatchClient
-            if b.provider in FAST_PROVIDERS and b.api_base:
-                client = OpenAIBatchClient(session, b.api_base, key or DUMMY_KEY)
-            else:
-                client = LiteLLMBatchClient(b.provider, b.api_base, key)
             try:
+                fast = b.provider in FAST_PROVIDERS
+                client = batch_client(b.provider, b.api_base, key, lambda _: session, fast=fast)
                 info = await (client.cancel(b.batch_id) if cancel else client.retrieve(b.batch_id))
             except Exception as e:
                 failures += 1

@@ -33,6 +33,7 @@ __all__ = [
     "latest_lines",
     "load_call_records",
     "load_verdict_rows",
+    "scan_verdict_rows",
 ]
 
 COMPACT_DIR = "compact"
@@ -61,7 +62,12 @@ _VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
     "category": pl.String(),
     "split": pl.String(),
     "rows": pl.List(_ROW_SCHEMA),
+    "ts": pl.Float64(),
 }
+# One current verdict per slot (runner.store.keys.verdict_key). A slot's key is its identity, so the
+# newest record per key is already one per slot; a directory written when verdict keys also held what
+# the verdict depends on may have several under old keys, of which the newest is the current one.
+_SLOT = ["benchmark", "model", "judge", "scoring", "instance_id"]
 # One row per constraint: the metrics package's verdict schema (its `scoring` says which mode decided a
 # row: a run may score one benchmark in two modes over time, and CFBench's reference mode rounds).
 VERDICT_COLUMNS: dict[str, pl.DataType] = dict(VERDICT_SCHEMA)
@@ -130,9 +136,10 @@ def _frame(lines: list[bytes], schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _verdict_rows(lines: list[bytes], run: str) -> pl.DataFrame:
-    recs = _frame(lines, _VERDICT_RECORD_SCHEMA)
+    recs = _frame(lines, _VERDICT_RECORD_SCHEMA).sort("ts", nulls_last=False)
     rows = (
-        recs.filter(pl.col("rows").list.len() > 0)
+        recs.unique(_SLOT, keep="last", maintain_order=True)
+        .filter(pl.col("rows").list.len() > 0)
         .explode("rows")
         .unnest("rows")
         .with_columns(pl.lit(run, pl.String).alias("run"))
@@ -207,11 +214,18 @@ def _fresh(run_dir: Path, run: str) -> bool:
 
 def load_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.DataFrame:
     """Verdict rows (VERDICT_COLUMNS), newest verdict per key; from Parquet when it is current."""
+    return scan_verdict_rows(run_dir, run=run).collect()
+
+
+def scan_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.LazyFrame:
+    """`load_verdict_rows` as a lazy plan: over a current Parquet file a scan, so metrics stream it
+    in batches whatever its size (`ifsweep compact` first, for a run too large to hold); otherwise the
+    newest verdicts read from the shards."""
     run_dir = Path(run_dir)
     name = run or _run_name(run_dir)
     if _fresh(run_dir, name):
-        return pl.read_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
-    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name)
+        return pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
+    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name).lazy()
 
 
 def load_call_records(run_dir: Path) -> pl.DataFrame:

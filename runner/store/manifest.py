@@ -78,6 +78,7 @@ class Manifest:
     # (its verdicts stay), but never changed under the same id.
     judges: Mapping[str, ModelEntry] = field(default_factory=dict)
     judge_order: tuple[str, ...] = ()  # the configured panel's ids, in config order
+    model_order: tuple[str, ...] = ()  # the configured models' ids, in config order (reports list them so)
 
     def __post_init__(self) -> None:
         if self.judge is not None and not self.judges:  # built the way manifests were before panels
@@ -105,6 +106,7 @@ class Manifest:
             "judge": None if self.judge is None else _model_dict(self.judge),
             "judges": {jid: _model_dict(m) for jid, m in sorted(self.judges.items())},
             "judge_order": list(self.judge_order),
+            "model_order": list(self.model_order),
             "scoring_modes": list(self.scoring_modes),
             "budget_usd": self.budget_usd,
             "limits": dict(sorted(self.limits.items())),
@@ -147,9 +149,7 @@ class Manifest:
                 jid: r.model(raw, f"judges.{jid}")
                 for jid, raw in r.table(top.get("judges"), "judges").items()
             }
-            order = top.get("judge_order", [])
-            if not isinstance(order, list) or not all(isinstance(j, str) for j in order):
-                raise ManifestError(f"{source}: field 'judge_order': expected a list of judge ids")
+            order = r.ids(top, "judge_order")
         else:
             # Written before judge panels: one judge, recorded without its id (so no panel is named:
             # readers take the judge its verdicts carry).
@@ -170,6 +170,7 @@ class Manifest:
             schema=schema,
             judges=judges,
             judge_order=tuple(order),
+            model_order=tuple(r.ids(top, "model_order")),  # absent where written before it was kept
         )
 
 
@@ -191,6 +192,13 @@ class _Reader:
         if not isinstance(v, typ) or isinstance(v, bool) != (typ is bool):
             path = f"{where}.{name}" if where else name
             raise ManifestError(f"{self.source}: field '{path}': expected {typ.__name__}, got {v!r}")
+        return v
+
+    def ids(self, d: Mapping[str, Any], name: str) -> list[str]:
+        """A list of config ids (empty when the field is absent)."""
+        v = d.get(name, [])
+        if not isinstance(v, list) or not all(isinstance(i, str) for i in v):
+            raise ManifestError(f"{self.source}: field '{name}': expected a list of ids, got {v!r}")
         return v
 
     def model(self, raw: object, where: str) -> ModelEntry:

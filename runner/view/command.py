@@ -54,7 +54,7 @@ def add_view_parser(sub: Any) -> None:
 
 
 def run_view(args: argparse.Namespace) -> int:
-    from ifsweep.runner.commands.reporting import require_run_dir
+    from ifsweep.runner.commands.rundir import require_run_dir
 
     run_dir: Path = args.run_dir
     require_run_dir(run_dir)
