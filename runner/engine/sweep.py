@@ -255,7 +255,9 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     shared_at = None
     spent = _already_spent(run.store, tally)
     if cfg.run.coordinator is not None:
-        run.coordinator, baseline = await join_coordinator(cfg.run.coordinator, run.run_dir, run.writer_id)
+        run.coordinator, baseline = await join_coordinator(
+            cfg.run.coordinator, run.run_dir, run.writer_id, give_up_s=cfg.run.coordinator_timeout_s
+        )
         spent.total, spent.by = spend_totals(baseline)
         shared_at = run.coordinator.settings.display
     run.store.on_append = tally.add
@@ -277,6 +279,7 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     )
     if run.coordinator is not None:
         run.coordinator.emit = state.on_event
+        state.coordinator = run.coordinator.state
     run.books = _Books(tally, budget, keep, counters, state, shared_at)
     return run.books
 
