@@ -1,7 +1,7 @@
 """Benchmark data, prompts, scoring rules and metric definitions: pure functions over plain records, found
 by name through the registry (built in, or a plugin's `ifsweep.benchmarks` entry point)."""
 
-from ifsweep.benchmarks.base import Benchmark, DataFile, Decide, Release
+from ifsweep.benchmarks.base import Benchmark, BenchmarkBase, DataFile, Decide, Release
 from ifsweep.benchmarks.records import (
     Constraint,
     DataError,
@@ -15,10 +15,12 @@ from ifsweep.benchmarks.records import (
     TurnOutcome,
 )
 from ifsweep.benchmarks.registry import ENTRY_POINT_GROUP, BenchmarkLoadError, Loaded, get, load_all, names
+from ifsweep.benchmarks.versions import scoring_version
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Benchmark",
+    "BenchmarkBase",
     "BenchmarkLoadError",
     "Constraint",
     "DataError",
@@ -37,4 +39,5 @@ __all__ = [
     "get",
     "load_all",
     "names",
+    "scoring_version",
 ]

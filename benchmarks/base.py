@@ -9,11 +9,15 @@ checks, metrics, reports, the simulator, the demo) asks the registry.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
+from ifsweep.benchmarks._options import check_known
 from ifsweep.benchmarks.records import (
     ImportedResult,
     Instance,
@@ -110,3 +114,69 @@ class SupportsImport(Protocol):
         """Each stored (model, instance, response, judge replies). Raises DataError on a bad file.
         `mode` is the scoring the import is for: where the reference reads its files by rules of its
         own (EIFBench), reference mode follows them."""
+
+
+class BenchmarkBase:
+    """What every benchmark laid out as a package shares; the built-in ones and a plugin subclass it.
+
+    The layout: the package holds `_benchmark.py` (the subclass: `name`, `display_name`, `options`,
+    `release`, `load`, `plan`, `parse`, and `check_options` when an option takes a value from a set),
+    `_prompts.py` (`template_version()`), `_metrics.py` (`definitions(display_name)`), `_simulated.py`
+    (`simulated_judge_reply(messages, decide)`), optionally `_import.py`
+    (`read_reference_outputs(paths, data_dir, options, mode)`), and `fixtures/`. A subclass overrides
+    any of the methods below for a layout of its own."""
+
+    name: str
+    display_name: str
+    options: frozenset[str] = frozenset()
+
+    def validate_options(self, options: Mapping[str, Any]) -> None:
+        check_known(self.name, options, self.options)
+        self.check_options(options)
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Raise ValueError naming an option whose value is wrong (the keys are known ones by now)."""
+
+    def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
+        return self.name  # one language
+
+    def template_version(self) -> str:
+        return str(self._part("_prompts").template_version())
+
+    def fixture_dir(self) -> Path:
+        return self.package_dir() / "fixtures"
+
+    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
+        # Imports Polars: only what computes metrics calls this.
+        return cast("tuple[BenchmarkMetrics, ...]", self._part("_metrics").definitions(self.display_name))
+
+    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
+        return cast("str | None", self._part("_simulated").simulated_judge_reply(messages, decide))
+
+    def read_reference_outputs(
+        self,
+        paths: list[Path],
+        data_dir: Path | None,
+        options: Mapping[str, Any],
+        *,
+        mode: ScoringMode = "paper",
+    ) -> Iterator[ImportedResult]:
+        self.validate_options(options)
+        try:
+            reader = self._part("_import").read_reference_outputs
+        except ModuleNotFoundError as e:
+            if e.name != f"{self.package()}._import":
+                raise
+            raise ValueError(f"{self.name}: importing reference outputs is not supported") from None
+        return cast("Iterator[ImportedResult]", reader(paths, data_dir, options, mode))
+
+    def package(self) -> str:
+        """The package the subclass lives in (its own module, when that is not inside a package)."""
+        module = sys.modules[type(self).__module__]
+        return module.__package__ or module.__name__
+
+    def package_dir(self) -> Path:
+        return Path(cast(str, sys.modules[self.package()].__file__)).resolve().parent
+
+    def _part(self, module: str) -> ModuleType:
+        return import_module(f"{self.package()}.{module}")

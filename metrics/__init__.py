@@ -15,7 +15,7 @@ from ifsweep.metrics.catalog import BenchmarkMetrics, Catalog, Chart
 from ifsweep.metrics.components import Components, Leaf, split_slice
 from ifsweep.metrics.compute import benchmark_metrics, compute_metrics
 from ifsweep.metrics.coverage import coverage_metrics
-from ifsweep.metrics.instances import kept_expr, per_instance
+from ifsweep.metrics.instances import kept_expr, per_instance, streamed
 from ifsweep.metrics.paired import paired_differences
 from ifsweep.metrics.panel import MAJORITY, judges_in, majority_rows, one_judge, select_judges
 from ifsweep.metrics.render.report_html import render_html
@@ -63,5 +63,6 @@ __all__ = [
     "render_table",
     "select_judges",
     "split_slice",
+    "streamed",
     "validate_verdicts",
 ]

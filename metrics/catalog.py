@@ -50,13 +50,15 @@ class BenchmarkMetrics:
     FollowBench gives "followbench" and "followbench-zh", each with its own entry).
 
     `components(rows)` is every statistic of this benchmark's rows among `rows` (all benchmarks' rows,
-    read into memory by `metrics.instances.materialized`), as leaves and parents (`metrics.components`)."""
+    a lazy plan: `metrics.instances.prepared`), as leaves and parents (`metrics.components`). It reads
+    `rows` with `metrics.streamed` into per-instance summaries (`metrics.per_instance`), never into a
+    frame of the rows themselves."""
 
     name: str
     display: str
     headline: tuple[str, ...]
     primary: str  # the one metric models are ranked by, and plotted against cost
-    components: Callable[[pl.DataFrame], Components]
+    components: Callable[[pl.LazyFrame], Components]
     required: tuple[str, ...] = ()  # verdict columns its rows must fill, beyond those every row needs
     levels: frozenset[str] = frozenset()  # metrics counted in levels (FollowBench CSL), not fractions
     charts: tuple[Chart, ...] = ()

@@ -88,7 +88,11 @@ class Leaf:
     With `expand`, a one-to-many map from the `by` columns to the columns `slice_` reads (InFoBench:
     a constraint_type string to each of its labels), a unit row counts in every slice it maps to, and
     rows of one unit landing in the same slice are summed. Sums are then taken per `by` value first and
-    expanded after, so the map is applied to a few thousand sums instead of every unit."""
+    expanded after, so the map is applied to a few thousand sums instead of every unit.
+
+    With `totals`, the same columns as `units` already summed per (benchmark, model, *by): point
+    estimates read them, and `units` is read only for the bootstrap (InFoBench: its per (instance,
+    type) units are almost one per row, so the streaming pass sums straight to (model, type))."""
 
     units: pl.LazyFrame
     metric: str
@@ -99,10 +103,12 @@ class Leaf:
     num: pl.Expr
     den: pl.Expr | None = None
     expand: pl.LazyFrame | None = None
+    totals: pl.LazyFrame | None = None
 
-    def _values(self, *key: str) -> pl.LazyFrame:
+    def _values(self, *key: str, frame: pl.LazyFrame | None = None) -> pl.LazyFrame:
         den = pl.lit(1.0) if self.den is None else self.den.cast(pl.Float64)
-        return self.units.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
+        source = self.units if frame is None else frame
+        return source.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
 
     def _summed(self, frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
         if self.expand is None:
@@ -140,7 +146,7 @@ class Leaf:
     def sums(self) -> pl.LazyFrame:
         """SUM_SCHEMA rows: one per statistic."""
         key = ["benchmark", "model", *self.by]
-        return self._shaped(self._summed(self._values(*key), key))
+        return self._shaped(self._summed(self._values(*key, frame=self.totals), key))
 
 
 def ordered_sum(name: str) -> pl.Expr:

@@ -1,4 +1,9 @@
-"""compute_metrics: every benchmark's metrics, coverage and optional bootstrap intervals, in one pass."""
+"""compute_metrics: every benchmark's metrics, coverage and optional bootstrap intervals, streaming.
+
+The rows are a lazy plan (a Parquet or JSONL scan, or a frame) read by Polars' streaming engine: one
+pass validates them, then each benchmark's definition reduces its rows to per-instance summaries, and
+everything after (sums, parents, the bootstrap) works on those. The row-level frame is never held.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +13,62 @@ from ifsweep.metrics.bootstrap import bootstrap_intervals
 from ifsweep.metrics.catalog import BenchmarkMetrics, Catalog
 from ifsweep.metrics.components import STAT_KEY, Components, estimates, point_estimates
 from ifsweep.metrics.coverage import coverage_leaf
-from ifsweep.metrics.instances import by_judge, materialized
-from ifsweep.metrics.schema import VerdictError, describe_problem, first_problem
+from ifsweep.metrics.instances import by_judge, prepared, streamed
+from ifsweep.metrics.schema import VerdictError, any_problem, describe_problem, first_problem
 
 
-def all_components(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> Components:
-    """Every benchmark's statistics plus coverage, over rows read once and validated."""
-    frame = materialized(rows)
-    problem = first_problem(frame.lazy(), catalog).collect()
-    if problem.height:
-        raise VerdictError(describe_problem(problem))
-    c = Components.concat([b.components(frame) for b in catalog.benchmarks])
+def validated(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.LazyFrame, list[str | None]]:
+    """`prepared(rows)` and the judges they hold, after one streaming pass found no row breaking the
+    contract (else VerdictError naming the first such row)."""
+    lf = prepared(rows)
+    counts = lf.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n"))
+    found = streamed(pl.concat([any_problem(lf, catalog), counts], how="horizontal"))
+    if found.item(0, "bad"):
+        raise VerdictError(describe_problem(streamed(first_problem(lf, catalog))))
+    if found.item(0, "distinct") < found.item(0, "n"):
+        _one_verdict_each(lf)
+    return lf, found.item(0, "judges").to_list()
+
+
+def all_components(rows: pl.LazyFrame, catalog: Catalog) -> Components:
+    """Every benchmark's statistics plus coverage, over validated rows (`validated`)."""
+    c = Components.concat([b.components(rows) for b in catalog.benchmarks])
     return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen, c.finals)
+
+
+def _slot_mix() -> pl.Expr:
+    """A 64-bit mix of each row's (benchmark, model, judge, instance, constraint): counting its distinct
+    values finds two verdicts of one slot in a fifth of the time an exact test takes (3M rows: 0.4 s
+    against 1.6 s); only when it finds fewer than rows does `_one_verdict_each` run, to name them (or to
+    clear a collision of the mix)."""
+    return pl.struct("benchmark", "model", "judge", "instance_id", "constraint_idx").hash(7)
+
+
+def _one_verdict_each(rows: pl.LazyFrame) -> None:
+    """Raise VerdictError naming the instances with two verdicts of one judge: two (a stale and a new
+    one, or two scoring modes) would be pooled into one figure without a sign."""
+    slot = ["benchmark", "model", "judge", "instance_id", "constraint_idx"]
+    frame = streamed(rows.select(*slot, "scoring"))
+    twice = (
+        frame.filter(pl.struct(slot).is_duplicated())
+        .group_by(slot[:-1], maintain_order=True)
+        .agg(pl.col("scoring").unique(maintain_order=True))
+    )
+    named = "; ".join(
+        f"benchmark={r['benchmark']!r}, model={r['model']!r}, judge={r['judge']!r}, "
+        f"instance_id={r['instance_id']!r} (scoring {', '.join(map(str, r['scoring']))})"
+        for r in twice.head(3).iter_rows(named=True)
+    )
+    if twice.height:
+        raise VerdictError(
+            f"verdict rows: {twice.height} instances have two verdicts, which metrics would pool: "
+            f"{named}; keep one verdict per (benchmark, model, judge, instance)"
+        )
 
 
 def components_of(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Validated per-unit leaves and parents of every metric (what the bootstrap resamples)."""
-    c = all_components(rows, catalog)
+    c = all_components(validated(rows, catalog)[0], catalog)
     leaves, parents = pl.collect_all([c.per_unit(), c.parent_edges()])
     return leaves, parents
 
@@ -45,14 +89,16 @@ def compute_metrics(
 
     Each judge's rows are a run of their own: two judges' verdicts on one instance are never pooled
     into one figure (a null judge, rows decided without one, is a judge of its own too)."""
+    lf, judges = validated(rows, catalog)
     return by_judge(
-        materialized(rows),
+        lf,
         lambda mine: _one_judge(mine, catalog, ci=ci, resamples=resamples, seed=seed, confidence=confidence),
+        judges,
     )
 
 
 def _one_judge(
-    rows: pl.DataFrame, catalog: Catalog, *, ci: bool, resamples: int, seed: int, confidence: float
+    rows: pl.LazyFrame, catalog: Catalog, *, ci: bool, resamples: int, seed: int, confidence: float
 ) -> pl.DataFrame:
     c = all_components(rows, catalog)
     sums, parents, finals = pl.collect_all([c.sums(), c.parent_edges(), c.finals])
@@ -68,6 +114,4 @@ def _one_judge(
 def benchmark_metrics(rows: pl.LazyFrame | pl.DataFrame, benchmark: BenchmarkMetrics) -> pl.DataFrame:
     """The point estimates of one benchmark's rows among `rows` (the others are ignored, and not
     validated): the rows `compute_metrics` gives for it, without coverage."""
-    return by_judge(
-        materialized(rows, benchmark.name), lambda mine: point_estimates(benchmark.components(mine))
-    )
+    return by_judge(prepared(rows, benchmark.name), lambda mine: point_estimates(benchmark.components(mine)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ifsweep.metrics.components import Components, Leaf, point_estimates
-from ifsweep.metrics.instances import INSTANCE_KEY, by_judge, kept_expr, materialized
+from ifsweep.metrics.instances import INSTANCE_KEY, by_judge, kept_expr, prepared, streamed
 
 
 def coverage_leaf(seen: pl.LazyFrame) -> Leaf:
@@ -15,8 +15,8 @@ def coverage_leaf(seen: pl.LazyFrame) -> Leaf:
 
 
 def coverage_metrics(rows: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    def one(frame: pl.DataFrame) -> pl.DataFrame:
-        seen = frame.lazy().group_by(INSTANCE_KEY).agg(kept_expr()).collect()
+    def one(mine: pl.LazyFrame) -> pl.DataFrame:
+        seen = streamed(mine.group_by(INSTANCE_KEY).agg(kept_expr()))
         return point_estimates(Components((coverage_leaf(seen.lazy()),)))
 
-    return by_judge(materialized(rows), one)
+    return by_judge(prepared(rows), one)

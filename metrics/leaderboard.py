@@ -17,11 +17,12 @@ def benchmarks_in(metrics: pl.DataFrame, catalog: Catalog) -> list[str]:
 
 def leaderboard(metrics: pl.DataFrame, catalog: Catalog, benchmark: str) -> pl.DataFrame:
     """Columns: model, then per headline metric M: M, M_lo, M_hi (null without intervals), M_n; then
-    coverage and coverage_n. Ranked by the benchmark's primary metric, best first."""
+    coverage and coverage_n. Ranked by the benchmark's primary metric, best first; equal scores keep
+    the order of `metrics` (compute_metrics sorts by model name; a report puts config order first)."""
     names = [*catalog.headline(benchmark), "coverage"]
     part = metrics.filter((pl.col("benchmark") == benchmark) & (pl.col("slice") == "all"))
     has_ci = "ci_low" in part.columns
-    models = part.select(pl.col("model").unique().sort())
+    models = part.select(pl.col("model").unique(maintain_order=True))  # the order `metrics` gives
     out = models
     for m in names:
         cols = [pl.col("value").alias(m), pl.col("n").alias(f"{m}_n")]
@@ -32,7 +33,7 @@ def leaderboard(metrics: pl.DataFrame, catalog: Catalog, benchmark: str) -> pl.D
         )
         out = out.join(part.filter(pl.col("metric") == m).select("model", *cols), on="model", how="left")
     rank = catalog.primary(benchmark)
-    return out.sort([rank, "model"], descending=[True, False], nulls_last=True)
+    return out.sort(rank, descending=True, nulls_last=True, maintain_order=True)
 
 
 def header(catalog: Catalog, benchmark: str, metric: str) -> str:

@@ -116,36 +116,66 @@ def read_verdicts(
     return pl.concat(frames, how="vertical")
 
 
-def problems_expr(catalog: Catalog) -> pl.Expr:
-    """A String expression: the first contract problem of a row (naming its field), or null. The
+def _checks(catalog: Catalog) -> list[tuple[pl.Expr, pl.Expr]]:
+    """(condition, message) per contract rule, in the order a row's first problem is named. The
     benchmarks `catalog` defines are the only ones allowed, each with the columns it requires."""
-    expr: Any = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
-    for field in _REQUIRED:
-        expr = expr.when(pl.col(field).is_null()).then(pl.lit(f"field '{field}': missing"))
+    checks = [(pl.col(f).is_null(), pl.lit(f"field '{f}': missing")) for f in _REQUIRED]
     for field, allowed in (
         ("benchmark", tuple(sorted(catalog.names()))),
         ("status", STATUSES),
         ("source", SOURCES),
     ):
-        expr = expr.when(~pl.col(field).is_in(list(allowed))).then(
-            pl.format("field '{}': '{}' is not one of {}", pl.lit(field), pl.col(field), pl.lit(str(allowed)))
+        checks.append(
+            (
+                ~pl.col(field).is_in(list(allowed)),
+                pl.format(
+                    "field '{}': '{}' is not one of {}", pl.lit(field), pl.col(field), pl.lit(str(allowed))
+                ),
+            )
         )
-    expr = expr.when(pl.col("scoring").is_not_null() & ~pl.col("scoring").is_in(list(SCORINGS))).then(
-        pl.format("field 'scoring': '{}' is not one of {}", pl.col("scoring"), pl.lit(str(SCORINGS)))
-    )
-    expr = expr.when(pl.col("priority").is_not_null() & ~pl.col("priority").is_in(list(PRIORITIES))).then(
-        pl.format("field 'priority': '{}' is not one of {}", pl.col("priority"), pl.lit(str(PRIORITIES)))
-    )
-    expr = expr.when((pl.col("status") == "ok") & pl.col("satisfied").is_null()).then(
-        pl.lit("field 'satisfied': missing although status is 'ok'")
+    for field, allowed in (("scoring", SCORINGS), ("priority", PRIORITIES)):
+        checks.append(
+            (
+                pl.col(field).is_not_null() & ~pl.col(field).is_in(list(allowed)),
+                pl.format(
+                    "field '{}': '{}' is not one of {}", pl.lit(field), pl.col(field), pl.lit(str(allowed))
+                ),
+            )
+        )
+    checks.append(
+        (
+            (pl.col("status") == "ok") & pl.col("satisfied").is_null(),
+            pl.lit("field 'satisfied': missing although status is 'ok'"),
+        )
     )
     for bench in catalog.benchmarks:
         for field in bench.required:
-            expr = expr.when((pl.col("benchmark") == bench.name) & pl.col(field).is_null()).then(
-                pl.lit(f"field '{field}': missing (required for {bench.name})")
+            checks.append(
+                (
+                    (pl.col("benchmark") == bench.name) & pl.col(field).is_null(),
+                    pl.lit(f"field '{field}': missing (required for {bench.name})"),
+                )
             )
+    return checks
+
+
+def problems_expr(catalog: Catalog) -> pl.Expr:
+    """A String expression: the first contract problem of a row (naming its field), or null."""
+    expr: Any = pl.when(pl.lit(False)).then(pl.lit(None, dtype=pl.String))
+    for condition, message in _checks(catalog):
+        expr = expr.when(condition).then(message)
     done: pl.Expr = expr.otherwise(pl.lit(None, dtype=pl.String))
     return done
+
+
+def any_problem(rows: pl.LazyFrame, catalog: Catalog) -> pl.LazyFrame:
+    """One row: `bad`, whether any row of `rows` breaks the contract, and `judges`, the list of the
+    distinct judges (the same pass finds them). An aggregate needs neither row order nor messages, so
+    the streaming engine checks a file faster than `first_problem`, which is then asked only when there
+    is a problem to name. A condition that is
+    null counts as false, as in `problems_expr`."""
+    flag = pl.any_horizontal([condition.fill_null(False) for condition, _ in _checks(catalog)])
+    return rows.select(flag.any().alias("bad"), pl.col("judge").unique().implode().alias("judges"))
 
 
 def first_problem(rows: pl.LazyFrame, catalog: Catalog) -> pl.LazyFrame:

@@ -29,7 +29,7 @@ import polars as pl
 
 from ifsweep import metrics
 from ifsweep.metrics import VERDICT_SCHEMA
-from ifsweep.runner.commands.reporting import metric_catalog
+from ifsweep.runner.commands.rundir import metric_catalog
 
 BENCHES = ("followbench", "infobench", "cfbench", "eifbench")  # what synth() makes rows for
 CATALOG = metric_catalog()[0]

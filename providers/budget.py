@@ -12,6 +12,7 @@ import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ifsweep.providers.coord.interfaces import SharedLedger
 from ifsweep.providers.records import BudgetExhausted
@@ -34,9 +35,22 @@ class _Scope:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
+    """Dollars held for one call. `settle` never records more than `amount_usd`: a call that may cost
+    more (a retry after an attempt that may have been billed) must `grow` its reservation first."""
+
     labels: tuple[str, ...]
     amount_usd: float
-    token: int = 0  # names the reservation in a shared ledger
+    tokens: tuple[int, ...] = ()  # names its holds in a shared ledger (one per grow)
+    parts: int = 1  # holds it is made of (each counts in the scopes' `held`)
+
+
+class IntentLog(Protocol):
+    """Where a capped call says, durably, that it is about to be sent (runner/store/intents.py): a
+    process killed with the call in flight leaves the intent, and the next run charges its worst case."""
+
+    async def intend(self, label: str, worst_usd: float, key: str | None) -> str:
+        """Record the intent and return its id once it is committed (the send waits for that)."""
+        ...
 
 
 class Budget:
@@ -53,6 +67,9 @@ class Budget:
         self._shared = shared
         self._tokens = itertools.count(1)
         self._retrying: asyncio.Lock | None = None  # shared ledger: one refused reservation asks again
+        # Of what this process spent: the worst case of calls whose bill is unknown (cancelled in
+        # flight), and that of calls recorded only by an intent (killed runs, runner/store/intents.py).
+        self.worst_case_usd = 0.0
 
     def add_scope(self, label: str, max_usd: float | None, *, spent_usd: float = 0.0) -> None:
         """Cap one label (None = track only). `spent_usd` is what earlier runs already spent (resume)."""
@@ -121,21 +138,42 @@ class Budget:
             await self._settled.wait()
 
     async def _reserve_shared(
-        self, shared: SharedLedger, labels: Sequence[str], amount_usd: float
+        self, shared: SharedLedger, labels: Sequence[str], amount_usd: float, *, wait: bool = True
     ) -> Reservation:
-        """`reserve_when_settled` against the shared ledger: the same rule, over every process."""
+        """`reserve_when_settled` against the shared ledger: the same rule, over every process
+        (`wait=False`: `reserve`'s, refused at once)."""
         if amount_usd < 0:
             raise ValueError(f"reservation must be >= 0, got {amount_usd}")
         scopes = [self._labels.setdefault(label, _Scope(None)) for label in labels]
         caps = [(SWEEP_SCOPE, self._sweep.cap_usd), *zip(labels, (s.cap_usd for s in scopes), strict=True)]
         token = next(self._tokens)
-        if not (await shared.reserve(token, caps, amount_usd)).granted:
+        verdict = await shared.reserve(token, caps, amount_usd)
+        if not verdict.granted and not wait:
+            self._exhausted = True
+            cap = dict(caps)[verdict.scope]
+            raise BudgetExhausted(verdict.scope, cap if cap is not None else 0.0, amount_usd)
+        if not verdict.granted:
             # Refused calls queue here, so a process asks the ledger again once per change, not once
             # per waiting call. Asked afresh once in front: much may have changed while queued.
             self._retrying = self._retrying or asyncio.Lock()
             async with self._retrying:
                 await self._retry_shared(shared, token, caps, amount_usd)
-        return self._hold(labels, amount_usd, token)
+        return self._hold(labels, amount_usd, (token,))
+
+    async def grow(self, reservation: Reservation, extra_usd: float) -> Reservation:
+        """`reservation` holding `extra_usd` more, or raise BudgetExhausted with `reservation` still held
+        as it was. It never waits for other calls to settle: two calls each holding a share and each
+        waiting for the other's would wait forever."""
+        if self._shared is None:
+            more = self.reserve(reservation.labels, extra_usd)
+        else:
+            more = await self._reserve_shared(self._shared, reservation.labels, extra_usd, wait=False)
+        return Reservation(
+            reservation.labels,
+            reservation.amount_usd + more.amount_usd,
+            reservation.tokens + more.tokens,
+            reservation.parts + more.parts,
+        )
 
     async def _retry_shared(
         self, shared: SharedLedger, token: int, caps: Sequence[tuple[str, float | None]], amount_usd: float
@@ -163,23 +201,32 @@ class Budget:
                 return BudgetExhausted(label, scope.cap_usd, amount_usd)
         return None
 
-    def _hold(self, labels: Sequence[str], amount_usd: float, token: int = 0) -> Reservation:
+    def _hold(self, labels: Sequence[str], amount_usd: float, tokens: tuple[int, ...] = ()) -> Reservation:
         for scope in (self._sweep, *(self._labels[label] for label in labels)):
             scope.reserved_usd += amount_usd
             scope.held += 1
-        return Reservation(tuple(labels), amount_usd, token)
+        return Reservation(tuple(labels), amount_usd, tokens)
 
-    def settle(self, reservation: Reservation, actual_usd: float) -> None:
-        """Release the hold and record what the call really cost (0.0 when nothing was billed)."""
+    def settle(self, reservation: Reservation, actual_usd: float, *, worst_case: bool = False) -> float:
+        """Release the hold and record what the call cost (0.0 when nothing was billed), never more than
+        it held: returns the part of `actual_usd` above the hold (a provider's usage above our estimate
+        of the prompt), which is not recorded. `worst_case`: the figure is the hold itself, for a call
+        whose bill is unknown (cancelled in flight), counted apart in `worst_case_usd`."""
+        if actual_usd < 0:
+            raise ValueError(f"a call cannot cost {actual_usd} < 0")
+        charged = min(actual_usd, reservation.amount_usd)
         for scope in (self._sweep, *(self._labels[label] for label in reservation.labels)):
-            scope.held -= 1
+            scope.held -= reservation.parts
             scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd) if scope.held else 0.0
-            scope.spent_usd += actual_usd
+            scope.spent_usd += charged
+        if worst_case:
+            self.worst_case_usd += charged
         if self._shared is not None:
-            self._shared.settle(reservation.token, (SWEEP_SCOPE, *reservation.labels), actual_usd)
+            self._shared.settle(reservation.tokens, (SWEEP_SCOPE, *reservation.labels), charged)
         if self._settled is not None:
             self._settled.set()
             self._settled = None
+        return actual_usd - charged
 
 
 def _check_cap(name: str, max_usd: float | None, spent_usd: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -15,7 +16,7 @@ import anyio.abc
 
 from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
 from ifsweep.providers.batch.endpoint import BatchEndpoint, BatchJournal, MemoryJournal
-from ifsweep.providers.budget import Budget
+from ifsweep.providers.budget import Budget, IntentLog, Reservation
 from ifsweep.providers.coord.interfaces import RateCoordinator
 from ifsweep.providers.limits import Admission, Clock, EndpointLimiter, MonotonicClock, ProviderEvent
 from ifsweep.providers.pricing import estimate_tokens, import_litellm, resolve_price
@@ -139,8 +140,10 @@ class ProviderPool:
         clock: Clock | None = None,
         coordinator: RateCoordinator | None = None,
         journal: BatchJournal | None = None,
+        intents: IntentLog | None = None,
     ) -> None:
         self.budget = budget
+        self._intents = intents  # where capped calls record their intent before each send
         self._journal = journal  # where batch mode records its batches (the run's shards)
         self._batch_endpoints: dict[int, BatchEndpoint] = {}
         self._coordinator = coordinator  # shares each endpoint's RPM/TPM with other processes
@@ -337,6 +340,17 @@ class _Attempts:
     rate_limited: int = 0
     ambiguous: int = 0
     started: float | None = None
+    worst: float = 0.0  # the worst case of one attempt
+    reservation: Reservation | None = None  # what the call holds: one worst case per attempt that may bill
+    intents: list[str] = field(default_factory=list)
+
+    def reservation_parts(self) -> int:
+        return self.reservation.parts if self.reservation is not None else 1
+
+    def worst_case_usd(self) -> float:
+        """What the attempts that may have been billed are charged: each its worst case (a cut or
+        malformed answer may have been billed in full, and the provider's usage of it is unknown)."""
+        return self.ambiguous * self.worst
 
 
 class Endpoint:
@@ -434,15 +448,36 @@ class Endpoint:
         # Worst case stays worst: no cache hit assumed, and every prompt token at the cache-write price
         # where that is dearer.
         worst = self._price.worst_case(prompt_tokens, self._max_out) if self._price else 0.0
-        reservation = await self._pool.budget.reserve_when_settled([self.spec.label], worst)
-        attempts = _Attempts()
-        cost = worst  # if cancelled mid-call, assume the worst was billed
+        budget = self._pool.budget
+        attempts = _Attempts(worst=worst)
+        attempts.reservation = await budget.reserve_when_settled([self.spec.label], worst)
+        completion: Completion | None = None
         try:
-            completion = await self._call(messages, api_key, prompt_tokens, attempts, start, cache)
-            cost = completion.cost_usd
-            return completion
+            await self._intend(attempts, key)
+            completion = await self._call(messages, api_key, prompt_tokens, attempts, start, cache, key)
+            return dataclasses.replace(completion, intents=tuple(attempts.intents))
         finally:
-            self._pool.budget.settle(reservation, cost)
+            # Cancelled mid-call (or stopped by the budget before a retry): every attempt it holds for
+            # may have been billed, so the hold is charged as the worst case it is.
+            held = attempts.reservation
+            if completion is None:
+                budget.settle(held, held.amount_usd, worst_case=True)
+            else:
+                budget.settle(held, completion.cost_usd)
+
+    async def _intend(self, attempts: _Attempts, key: str | None) -> None:
+        """Under a cap: the durable intent of the send the newest hold covers (runner/store/intents.py)."""
+        intents = self._pool._intents
+        if intents is not None and self._pool.budget.has_cap(self.spec.label):
+            attempts.intents.append(await intents.intend(self.spec.label, attempts.worst, key))
+
+    async def _hold_another(self, attempts: _Attempts, key: str | None) -> None:
+        """Before a retry whose last attempt may have been billed: hold another worst case (or raise
+        BudgetExhausted), so that the call never costs more than it holds."""
+        assert attempts.reservation is not None
+        if attempts.worst > 0:
+            attempts.reservation = await self._pool.budget.grow(attempts.reservation, attempts.worst)
+        await self._intend(attempts, key)
 
     async def _call(
         self,
@@ -452,6 +487,7 @@ class Endpoint:
         attempts: _Attempts,
         start: float,
         cache: CacheHint | None,
+        key: str | None = None,
     ) -> Completion:
         loop = asyncio.get_running_loop()
         try:
@@ -464,9 +500,11 @@ class Endpoint:
                     )
                     if isinstance(result, Completion):
                         return result
+                    if attempts.ambiguous >= attempts.reservation_parts():
+                        await self._hold_another(attempts, key)
         except TimeoutError:
             message = f"no answer within timeout_s={self.spec.timeout_s:g} s ({attempts.count} attempts)"
-            return self._error("timeout", message, attempts, start, prompt_tokens)
+            return self._error("timeout", message, attempts, start)
 
     async def _attempt(
         self,
@@ -552,14 +590,14 @@ class Endpoint:
         limiter.release(admission, used_tokens=None if ambiguous else 0, ok=False)
         detail = self._pool.scrub(str(exc) or type(exc).__name__)
         if not decision.retry:
-            return self._error(decision.kind, self._advice(decision, detail), attempts, None, prompt_tokens)
+            return self._error(decision.kind, self._advice(decision, detail), attempts, None)
         wait = max(decision.retry_after_s or 0.0, self._pool._delay(attempts.count))
         when = deadline.when()
         out_of_time = when is not None and loop.time() + wait >= when
         if attempts.count >= self._pool.retry.max_attempts or out_of_time:
             why = "attempts" if attempts.count >= self._pool.retry.max_attempts else "time"
             message = f"{detail} (gave up after {attempts.count} attempts: out of {why})"
-            return self._error(decision.kind, message, attempts, None, prompt_tokens)
+            return self._error(decision.kind, message, attempts, None)
         self._pool._emit(self._backoff_event(decision, detail, wait))
         await self._limiter.clock.sleep(wait)
         return None
@@ -613,7 +651,9 @@ class Endpoint:
         if reply.output_tokens is not None:
             out = reply.output_tokens
         else:
-            out = estimate_tokens([{"content": reply.text or ""}]) - 7 if reply.text else 0
+            # Never above max_tokens: the provider cannot have produced (and billed) more.
+            guess = estimate_tokens([{"content": reply.text or ""}]) - 7 if reply.text else 0
+            out = min(guess, self._max_out)
         if estimated:
             self._shared.counters.usage_estimated += 1
         self._limiter.release(admission, used_tokens=inp + out, ok=True)
@@ -625,14 +665,14 @@ class Endpoint:
         if self._price:
             cost = self._price.cost(inp, out, cached, written)
             saved = self._price.cost(inp, out) - cost
-        cost += self._ambiguous_cost(attempts, prompt_tokens)
+        uncertain = attempts.worst_case_usd()
         return Completion(
             status=reply_status(reply),
             text=self._pool.redact_answer(reply.text) if reply.text else reply.text,
             finish_reason=reply.finish_reason,
             input_tokens=inp,
             output_tokens=out,
-            cost_usd=cost,
+            cost_usd=cost + uncertain,
             latency_s=time.perf_counter() - (attempts.started or time.perf_counter()),
             attempts=attempts.count,
             rate_limited=attempts.rate_limited,
@@ -641,13 +681,8 @@ class Endpoint:
             cached_tokens=cached,
             cache_write_tokens=written,
             cache_saved_usd=saved,
+            worst_case_usd=uncertain,
         )
-
-    def _ambiguous_cost(self, attempts: _Attempts, prompt_tokens: int) -> float:
-        # A timed-out or cut attempt may have been billed; charge its prompt, a floor, not a guess at output.
-        if not self._price or not attempts.ambiguous:
-            return 0.0
-        return attempts.ambiguous * self._price.cost(prompt_tokens, 0)
 
     def _error(
         self,
@@ -655,7 +690,6 @@ class Endpoint:
         message: str,
         attempts: _Attempts,
         start: float | None,
-        prompt_tokens: int = 0,
     ) -> Completion:
         counters = self._shared.counters
         counters.errors += 1
@@ -668,7 +702,8 @@ class Endpoint:
         return Completion(
             status="error",
             text=None,
-            cost_usd=self._ambiguous_cost(attempts, prompt_tokens),
+            cost_usd=attempts.worst_case_usd(),
+            worst_case_usd=attempts.worst_case_usd(),
             latency_s=time.perf_counter() - began if began is not None else 0.0,
             attempts=attempts.count,
             rate_limited=attempts.rate_limited,

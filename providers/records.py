@@ -136,10 +136,16 @@ class Completion:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     cache_saved_usd: float = 0.0  # cost at the plain input price minus cost_usd (negative: writes cost more)
+    # Of cost_usd, the worst case charged for attempts whose bill is unknown (a timeout, a reset, a
+    # malformed answer): the provider may have run them. The rest was reported (or estimated) usage.
+    worst_case_usd: float = 0.0
+    # The ids of the intents recorded before its sends (only under a cap: runner/store/intents.py).
+    intents: tuple[str, ...] = ()
 
 
 class BudgetExhausted(Exception):
-    """The worst-case cost of the next call does not fit under a cap; nothing was sent."""
+    """The worst-case cost of the next call, or of the next attempt of a call whose last attempt may
+    have been billed, does not fit under a cap; that call or attempt was not sent."""
 
     def __init__(self, scope: str, cap_usd: float, needed_usd: float):
         super().__init__(

@@ -307,46 +307,11 @@ def _endpoint(
 ) -> EndpointSpec:
     t = _table(path, where, t)
     _no_unknown(path, where, t, _ENDPOINT_KEYS)
-    if "model" not in t:
-        raise ConfigError(
-            path, f"{where}.model", "missing; any LiteLLM model string, e.g. 'openai/gpt-4o-mini'"
-        )
-    model = _str(path, f"{where}.model", t["model"])
-    if "/" not in model and not model.startswith(("gpt-", "o1", "o3", "o4", "claude", "gemini")):
-        # LiteLLM would guess; we would rather the user says which provider.
-        raise ConfigError(path, f"{where}.model", f"{model!r} names no provider; write e.g. 'openai/{model}'")
+    model = _model_string(path, where, t)
     label = _str(path, f"{where}.id", t.get("id", default_label or model))
-    key_env = t.get("api_key_env")
-    if key_env is not None:
-        key_env = _str(path, f"{where}.api_key_env", key_env)
-        if not key_env.replace("_", "").isalnum():
-            raise ConfigError(
-                path,
-                f"{where}.api_key_env",
-                "must be the NAME of an environment variable (letters, digits, _), never the key",
-            )
-        if check_env and not os.environ.get(key_env):
-            raise ConfigError(
-                path, f"{where}.api_key_env", f"environment variable {key_env} is not set (or is empty)"
-            )
+    key_env = _key_env(path, where, t.get("api_key_env"), check_env)
     params = _table(path, f"{where}.params", t.get("params", {}))
-    price = None
-    if "price" in t:
-        pt = _table(path, f"{where}.price", t["price"])
-        _no_unknown(path, f"{where}.price", pt, _PRICE_KEYS | _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS)
-        for k in _PRICE_KEYS:
-            if k not in pt:
-                raise ConfigError(path, f"{where}.price.{k}", "missing (dollars per million tokens)")
-        optional = {
-            k: _nonneg_float(path, f"{where}.price.{k}", pt[k])
-            for k in _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS
-            if k in pt
-        }
-        price = Price(
-            input_per_mtok=_nonneg_float(path, f"{where}.price.input_per_mtok", pt["input_per_mtok"]),
-            output_per_mtok=_nonneg_float(path, f"{where}.price.output_per_mtok", pt["output_per_mtok"]),
-            **optional,
-        )
+    price = _price(path, f"{where}.price", t["price"]) if "price" in t else None
     if "max_tokens" in params:
         _opt_pos_int(path, f"{where}.params.max_tokens", params["max_tokens"])
     return EndpointSpec(
@@ -367,6 +332,51 @@ def _endpoint(
             _bool(path, f"{where}.cache_dispatch", t["cache_dispatch"]) if "cache_dispatch" in t else None
         ),
         batch=_batch(path, f"{where}.batch", t.get("batch", False)),
+    )
+
+
+def _model_string(path: Path, where: str, t: Mapping[str, Any]) -> str:
+    if "model" not in t:
+        raise ConfigError(
+            path, f"{where}.model", "missing; any LiteLLM model string, e.g. 'openai/gpt-4o-mini'"
+        )
+    model = _str(path, f"{where}.model", t["model"])
+    if "/" not in model and not model.startswith(("gpt-", "o1", "o3", "o4", "claude", "gemini")):
+        # LiteLLM would guess; we would rather the user says which provider.
+        raise ConfigError(path, f"{where}.model", f"{model!r} names no provider; write e.g. 'openai/{model}'")
+    return model
+
+
+def _key_env(path: Path, where: str, v: Any, check_env: bool) -> str | None:
+    """`api_key_env`: the name of the variable that holds the key, never the key itself."""
+    if v is None:
+        return None
+    key_env = _str(path, f"{where}.api_key_env", v)
+    if not key_env.replace("_", "").isalnum():
+        raise ConfigError(
+            path,
+            f"{where}.api_key_env",
+            "must be the NAME of an environment variable (letters, digits, _), never the key",
+        )
+    if check_env and not os.environ.get(key_env):
+        raise ConfigError(
+            path, f"{where}.api_key_env", f"environment variable {key_env} is not set (or is empty)"
+        )
+    return key_env
+
+
+def _price(path: Path, where: str, v: Any) -> Price:
+    pt = _table(path, where, v)
+    _no_unknown(path, where, pt, _PRICE_KEYS | _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS)
+    for k in _PRICE_KEYS:
+        if k not in pt:
+            raise ConfigError(path, f"{where}.{k}", "missing (dollars per million tokens)")
+    extra = _CACHE_PRICE_KEYS | _BATCH_PRICE_KEYS
+    optional = {k: _nonneg_float(path, f"{where}.{k}", pt[k]) for k in extra if k in pt}
+    return Price(
+        input_per_mtok=_nonneg_float(path, f"{where}.input_per_mtok", pt["input_per_mtok"]),
+        output_per_mtok=_nonneg_float(path, f"{where}.output_per_mtok", pt["output_per_mtok"]),
+        **optional,
     )
 
 

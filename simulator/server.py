@@ -40,6 +40,8 @@ __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread"
 _JSON = "application/json"
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
 _TRICKLE_CHUNKS = 25
+# Faults answered before the model runs: nothing is billed for them (every other request is, in full).
+_NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -282,6 +284,11 @@ class Simulator:
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
+        if fault not in _NEVER_RAN:
+            stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
+        if fault == "missing_usage":
+            del payload["usage"]
         stats.enter_model(model)
         try:
             await self._sleep_latency(config, canonical)
@@ -303,7 +310,6 @@ class Simulator:
                 cache_key if isinstance(cache_key, str) else None,
             )
         )
-        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
         data = orjson.dumps(payload)
@@ -390,8 +396,6 @@ class Simulator:
                 "total_tokens": n_prompt + n_completion,
             },
         }
-        if fault == "missing_usage":
-            del payload["usage"]
         return payload
 
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
@@ -416,7 +420,10 @@ class Simulator:
             else None
         )
         n_prompt = prompt_tokens(messages)
-        return 200, self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        if content == "missing_usage":
+            del payload["usage"]
+        return 200, payload
 
     async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
         # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).

@@ -12,12 +12,9 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
-
-if TYPE_CHECKING:
-    from ifsweep.simulator.judges import Judges
 
 QUALITY_MIN = 0.35
 QUALITY_MAX = 0.95
@@ -190,12 +187,20 @@ def filler_answer(model: str, messages: Sequence[Mapping[str, Any]], seed: int) 
     return quality_line + "\n" + "".join(parts)
 
 
+class JudgeReplies(Protocol):
+    """What answers judge requests (simulator/judges.py's `Judges`, which builds on this module)."""
+
+    def reply(
+        self, messages: Sequence[Mapping[str, Any]], seed: int, model: str = "", echo: float = 0.0
+    ) -> str | None: ...
+
+
 def answer(
     model: str,
     messages: Sequence[Mapping[str, Any]],
     max_tokens: int | None,
     seed: int,
-    judges: Judges,
+    judges: JudgeReplies,
     judge_echo: float = 0.0,
 ) -> Reply:
     """The simulator's reply to a chat request: a judge-shaped reply when a registered benchmark knows

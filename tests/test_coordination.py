@@ -130,7 +130,7 @@ def test_settles_never_count_twice_and_a_wiped_ledger_is_rebuilt(url: str) -> No
             budget.settle(first, 0.2)
             await a.flush()
             # The same settlement again (a reply lost, the update resent): counted once.
-            args = [a.ns, a.ledger.epoch, a.instance, a.writer, 1, first.token, "sweep", repr(0.2)]
+            args = [a.ns, a.ledger.epoch, a.instance, a.writer, 1, first.tokens[0], "sweep", repr(0.2)]
             for _ in range(2):
                 await a.script("SETTLE", [], args)
             assert (await a.snapshot())["spent"] == {"sweep": pytest.approx(1.2)}

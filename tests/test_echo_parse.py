@@ -236,23 +236,3 @@ def test_echo_tool_keeps_short_answers_and_drops_copied_text() -> None:
     # Copied pieces inside a line the judge wrote are cut out; its own words stay.
     assert own_lines("So: - YES: Select 'YES' if the text fits. Mine is NO", prompt) == ["So: Mine is NO"]
     assert without_copies("x Answer YES or NO. y", prompt.text) == "x y"
-
-
-@pytest.mark.parametrize(
-    ("name", "module"),
-    [
-        ("followbench", "ifsweep.benchmarks.followbench._prompts"),
-        ("infobench", "ifsweep.benchmarks.infobench._prompts"),
-        ("cfbench", "ifsweep.benchmarks.cfbench.prompts"),
-        ("eifbench", "ifsweep.benchmarks.eifbench._prompts"),
-    ],
-)
-def test_the_parser_version_is_in_the_template_version(
-    name: str, module: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A verdict key holds the template version; a parser change must change it, or old verdicts that
-    # were read from echoes would be reused (issue 11 bumped every one to version 2).
-    bench = benchmarks.get(name)
-    before = bench.template_version()
-    monkeypatch.setattr(f"{module}.PARSER_VERSION", "changed")
-    assert bench.template_version() != before

@@ -10,12 +10,23 @@ import pytest
 
 from ifsweep.providers import EndpointStats
 from ifsweep.runner.engine.pipeline import Counters
-from ifsweep.runner.watch.eta import INF, Capacity, Lane, Phase, capacity, scaled
+from ifsweep.runner.watch.board import duration
+from ifsweep.runner.watch.eta import (
+    INF,
+    OVERDUE_S,
+    Capacity,
+    Lane,
+    Outlook,
+    Phase,
+    capacity,
+    has_work,
+    scaled,
+)
 from ifsweep.runner.watch.pace import MIN_SPAN_S, Window
 from ifsweep.runner.watch.progress import ProgressState
-from ifsweep.runner.watch.reading import SweepPlan
+from ifsweep.runner.watch.reading import SweepPlan, settled
 from ifsweep.runner.watch.walk import outlook, waterfill
-from ifsweep.runner.watch.workload import BenchShape, Tally, lanes_of, phase_of, token_means
+from ifsweep.runner.watch.workload import BenchShape, Tally, judge_per_pair, lanes_of, phase_of, token_means
 
 
 def rpm(n: float) -> Capacity:
@@ -144,10 +155,41 @@ def test_pairs_in_flight_have_made_some_calls() -> None:
     # 10 planned, 4 finished (1 from stored results), 5 generations and 300 judge calls made:
     # 6 pairs left, 2 of them already generated, 300 - 3 x 80 = 60 judge calls made by those in flight.
     t = Tally(planned=10, finished=4, cached=1, gen_calls=5, judge_calls=300)
-    p = phase_of(t, SHAPE, 600.0, 2100.0)
+    p = phase_of(t, SHAPE, 600.0, 2100.0, 80.0)
     assert (p.pairs, p.gen_calls, p.judge_calls) == (6, 4, 6 * 80 - 60)
-    done = phase_of(Tally(planned=3, finished=3, gen_calls=3, judge_calls=240), SHAPE, 1, 1)
+    done = phase_of(Tally(planned=3, finished=3, gen_calls=3, judge_calls=240), SHAPE, 1, 1, 80.0)
     assert (done.pairs, done.gen_calls, done.judge_calls) == (0, 0, 0)
+
+
+def test_judge_calls_per_pair_learn_what_the_calls_made_allow() -> None:
+    shapes = {"eif": SHAPE}  # the plan: 80 judge calls a pair
+    assert judge_per_pair({("m", "eif"): Tally(planned=10, finished=0)}, shapes, {"m": 2}) == {"eif": 80}
+    # Re-asks: 4 pairs done, at most 2 in flight (the workers), 840 calls made: at least 140 a pair
+    reasked = {("m", "eif"): Tally(planned=10, finished=4, gen_calls=6, judge_calls=840)}
+    assert judge_per_pair(reasked, shapes, {"m": 2}) == {"eif": 140}
+    # Stops: 10 pairs done with 400 calls between them: at most 40 a pair
+    stopped = {("m", "eif"): Tally(planned=20, finished=10, gen_calls=10, judge_calls=400)}
+    assert judge_per_pair(stopped, shapes, {"m": 2}) == {"eif": 40}
+    # Within the bounds the plan holds: 2 pairs done, 2 in flight half-way
+    assert judge_per_pair({("m", "eif"): Tally(10, 2, 0, 4, 240)}, shapes, {"m": 2}) == {"eif": 80}
+
+
+def test_a_pair_answered_but_not_judged_has_a_judge_call_to_come() -> None:
+    # Far more calls made than the plan had room for: each of the 2 answered pairs still has one
+    t = Tally(planned=5, finished=3, gen_calls=5, judge_calls=10_000)
+    p = phase_of(t, SHAPE, 1, 1, 80.0)
+    assert (p.pairs, p.gen_calls, p.judge_calls) == (2, 0, 2)
+    assert has_work(p)
+
+
+def test_time_left_never_reads_zero_while_work_is_left() -> None:
+    busy = [lane("m", pairs(2, 1.0))]
+    stale = Outlook(3.0, {"m": 3.0, "judge": 3.0}).later(5.0)  # the countdown ran past the walk's figure
+    assert stale.seconds == 0.0
+    now = settled(stale, busy, ["m", "judge"], "judge")
+    assert now.seconds == OVERDUE_S and now.finish_s == {"m": OVERDUE_S, "judge": OVERDUE_S}
+    assert duration(now.seconds) == "<1s" and duration(0.0) == "0s" and duration(0.7) == "1s"
+    assert settled(stale, [lane("m", pairs(0))], ["m"]).seconds == 0.0  # nothing left: done
 
 
 def test_token_means_switch_from_prompts_to_what_was_seen() -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,25 +86,20 @@ def test_printed_eta_is_within_a_quarter_of_the_time_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     eif = eif_party(tmp_path / "eif", tasks=4)
-    ifsweep = str(Path(sys.executable).with_name("ifsweep"))
     run = tmp_path / "run"
     lines: list[tuple[float, str]] = []
     statuses: list[tuple[float, str]] = []  # first line of `ifsweep status` (the totals), and when
     with SimulatorThread(SimConfig(latency_ms=50, seed=11)) as sim:
         cfg = tmp_path / "sweep.toml"
         cfg.write_text(sweep_toml(run, sim.base_url, eif))
-        argv = [ifsweep, "run", str(cfg), "--progress", "plain"]
-        with subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as proc:
-            reader = threading.Thread(target=read_lines, args=(proc, lines))
-            reader.start()
-            while proc.poll() is None:
-                time.sleep(STATUS_EVERY_S)
-                if (run / "summary.json").is_file():
-                    capsys.readouterr()
-                    assert main(["status", str(run)]) == 0
-                    statuses.append((time.monotonic(), capsys.readouterr().out.splitlines()[0]))
-            reader.join()
-            assert proc.wait() == 0, lines
+
+        def status() -> None:
+            if (run / "summary.json").is_file():
+                capsys.readouterr()
+                assert main(["status", str(run)]) == 0
+                statuses.append((time.monotonic(), capsys.readouterr().out.splitlines()[0]))
+
+        assert run_plain(cfg, lines, status, STATUS_EVERY_S) == 0, lines
     progress = [(t, x) for t, x in lines if x.startswith("[ifsweep] pairs ")]
     assert progress and "pairs 102/102 100%" in progress[-1][1], lines
     end = progress[-1][0]  # the last line comes as the last pair is done
@@ -125,6 +121,22 @@ def test_printed_eta_is_within_a_quarter_of_the_time_left(
     capsys.readouterr()
     assert main(["status", str(run)]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("pairs 102/102 100% | calls 1,122/1,122")
+
+
+def run_plain(
+    cfg: Path, lines: list[tuple[float, str]], beside: Callable[[], None] = lambda: None, every_s: float = 1.0
+) -> int:
+    """`ifsweep run cfg --progress plain` in a process of its own, each line of its standard error into
+    `lines` with the moment it arrived, and `beside` called every `every_s` while it runs: its exit code."""
+    argv = [str(Path(sys.executable).with_name("ifsweep")), "run", str(cfg), "--progress", "plain"]
+    with subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as proc:
+        reader = threading.Thread(target=read_lines, args=(proc, lines))
+        reader.start()
+        while proc.poll() is None:
+            time.sleep(every_s)
+            beside()
+        reader.join()
+        return proc.wait()
 
 
 def read_lines(proc: subprocess.Popen[str], into: list[tuple[float, str]]) -> None:

@@ -14,6 +14,7 @@ EXPECTED = {
     "benchmarks": {
         "ENTRY_POINT_GROUP",
         "Benchmark",
+        "BenchmarkBase",
         "BenchmarkLoadError",
         "Constraint",
         "DataError",
@@ -32,6 +33,7 @@ EXPECTED = {
         "get",
         "load_all",
         "names",
+        "scoring_version",
     },
     "providers": {
         "Budget",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ifsweep import metrics
 from ifsweep.metrics import VERDICT_SCHEMA, Catalog
-from ifsweep.runner.commands.reporting import metric_catalog
+from ifsweep.runner.commands.rundir import metric_catalog
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, str]

@@ -55,15 +55,11 @@ import ifsweep.benchmarks as b
 HERE = Path(__file__).resolve().parent
 
 
-class WordCount:
+# The base class brings option checks, the report name, the fixture folder and the verdict version.
+class WordCount(b.BenchmarkBase):
     name = "wordcount"
     display_name = "WordCount"
-    options = frozenset()
     release = b.Release("https://example.invalid/wc", "v1", (b.DataFile("words.json", sha256="0" * 64),))
-
-    def validate_options(self, options):
-        if options:
-            raise ValueError(f"wordcount takes no options, got {sorted(options)}")
 
     def load(self, data_dir, options):
         for rec in json.loads((data_dir / "words.json").read_text(encoding="utf-8")):
@@ -75,9 +71,6 @@ class WordCount:
                 constraints=(b.Constraint(0, type="at_least"), b.Constraint(1, type="at_most")),
                 meta={"least": rec["least"], "most": rec["most"]},
             )
-
-    def report_name(self, data_dir, options):
-        return self.name
 
     def plan(self, instance, response, mode):
         n = len(response.split())
@@ -94,7 +87,7 @@ class WordCount:
         return HERE / "data"
 
     def simulated_judge_reply(self, messages, decide):
-        return None
+        return None  # rules alone: no judge requests to answer
 
     def metrics(self):
         import polars as pl

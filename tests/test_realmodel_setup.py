@@ -80,9 +80,13 @@ def test_a_download_with_the_wrong_checksum_is_refused(tmp_path: Path) -> None:
         realmodel.download(src.as_uri(), realmodel.LLAMA_SDIST_SHA256, tmp_path / "copy")
 
 
-def _tier_without_build(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _tier_without_build(tmp_path: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One real-model test in a pytest of its own, its cache `cache` and its server a path that does
+    not exist: whatever this machine has cached, or the caller's environment names, is out of it."""
     missing = str(tmp_path / "no-such-llama-server")
     one_test = "tests/test_real_model.py::test_the_sweep_reached_the_server"
+    child_env = subprocess_env(IFSWEEP_REAL_MODEL_CACHE=str(cache), IFSWEEP_LLAMA_SERVER=missing, **env)
+    child_env.pop("IFSWEEP_SMOLLM2_GGUF", None)
     return subprocess.run(
         [
             sys.executable,
@@ -98,19 +102,34 @@ def _tier_without_build(tmp_path: Path, **env: str) -> subprocess.CompletedProce
             one_test,
         ],
         cwd=TESTS.parent,
-        env=subprocess_env(IFSWEEP_LLAMA_SERVER=missing, **env),
+        env=child_env,
         capture_output=True,
         text=True,
         timeout=240,
     )
 
 
+def _missing_line(missing: list[Path]) -> str:
+    return f"real-model tier: {', '.join(map(str, missing))} missing; {realmodel.BUILD_HINT}"
+
+
 @pytest.mark.skipif(os.name != "posix", reason="the tier runs on Linux")
-def test_without_the_build_the_tier_skips_locally_and_fails_in_ci(tmp_path: Path) -> None:
-    local = _tier_without_build(tmp_path / "local", CI="")
+@pytest.mark.parametrize("model_cached", [False, True], ids=["empty-cache", "model-cached"])
+def test_without_the_build_the_tier_skips_locally_and_fails_in_ci(tmp_path: Path, model_cached: bool) -> None:
+    """With an empty cache both the server and the model are named as missing; with the model cached
+    (a stand-in file where the cache keeps it) only the server is."""
+    cache = tmp_path / "cache"
+    gguf = cache / f"smollm2-{realmodel.SMOLLM2_VERSION}" / realmodel.GGUF_NAME
+    if model_cached:
+        gguf.parent.mkdir(parents=True)
+        gguf.write_bytes(b"")  # only whether it is there is read before the server would start
+    server = tmp_path / "ci" / "no-such-llama-server"
+    expected = _missing_line([server] if model_cached else [server, gguf])
+
+    local = _tier_without_build(tmp_path / "local", cache, CI="")
     assert local.returncode == 0, local.stdout + local.stderr
     assert "skipped" in local.stdout and "python tests/realmodel.py" in local.stdout
 
-    ci = _tier_without_build(tmp_path / "ci", CI="true")
+    ci = _tier_without_build(tmp_path / "ci", cache, CI="true")
     assert ci.returncode == 1, ci.stdout + ci.stderr
-    assert "no-such-llama-server missing" in ci.stdout and "skipped" not in ci.stdout
+    assert expected in ci.stdout and "skipped" not in ci.stdout, ci.stdout

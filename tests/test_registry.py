@@ -18,7 +18,7 @@ import pytest
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask
 from ifsweep.benchmarks.registry import BUILTIN
-from ifsweep.runner.commands.reporting import metric_catalog
+from ifsweep.runner.commands.rundir import metric_catalog
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.text import filler_answer
 

@@ -1,12 +1,12 @@
 """CFBench: data loading, the judge prompt, both reply parsers, reference-mode scores and the reader of
 the reference tool's output files. See docs/benchmarks/cfbench.md."""
 
-from ifsweep.benchmarks.cfbench.benchmark import CFBench
-from ifsweep.benchmarks.cfbench.imports import read_reference_outputs
-from ifsweep.benchmarks.cfbench.load import instance_from_record, load_instances
-from ifsweep.benchmarks.cfbench.parse import ReferenceParse, paper_values, reference_parse, reference_values
-from ifsweep.benchmarks.cfbench.prompts import judge_template, render_judge_prompt
-from ifsweep.benchmarks.cfbench.reference import (
+from ifsweep.benchmarks.cfbench._benchmark import CFBench
+from ifsweep.benchmarks.cfbench._import import read_reference_outputs
+from ifsweep.benchmarks.cfbench._load import instance_from_record, load_instances
+from ifsweep.benchmarks.cfbench._parse import ReferenceParse, paper_values, reference_parse, reference_values
+from ifsweep.benchmarks.cfbench._prompts import judge_template, render_judge_prompt
+from ifsweep.benchmarks.cfbench._reference import (
     SCORE_COLUMNS,
     reference_file_scores,
     reference_item_metric,

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks._options import one_of
 from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
 from ifsweep.benchmarks.records import DataError, ImportedResult, Instance, ScoringMode
 
@@ -112,8 +114,9 @@ def _read_file(path: Path, instances: Mapping[int, Instance], mode: ScoringMode)
 
 
 def read_reference_outputs(
-    paths: list[Path], data_dir: Path | None, scenario: str | None, mode: ScoringMode = "paper"
+    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any], mode: ScoringMode = "paper"
 ) -> Iterator[ImportedResult]:
+    scenario = one_of(options, "scenario", SCENARIOS)
     if data_dir is None:
         raise ValueError(
             "importing EIFBench results needs the data directory: the output lines lack the tasks"

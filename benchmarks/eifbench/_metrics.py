@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import polars as pl
 
-from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
+from ifsweep.metrics import (
+    BenchmarkMetrics,
+    Chart,
+    Components,
+    Leaf,
+    kept_expr,
+    per_instance,
+    split_slice,
+    streamed,
+)
 
 BENCHMARK = "eifbench"
 METRICS = ("GAcc", "ILAcc", "CLAcc")
 
 
-def _tasks(rows: pl.DataFrame) -> pl.DataFrame:
+def _tasks(rows: pl.LazyFrame) -> pl.DataFrame:
     sub = per_instance(
         rows,
         BENCHMARK,
@@ -27,21 +36,19 @@ def _tasks(rows: pl.DataFrame) -> pl.DataFrame:
         ],
         within=["instruction_idx"],
     )
-    return (
-        sub.group_by(["benchmark", "model", "instance_id"])
-        .agg(
+    return streamed(
+        sub.group_by(["benchmark", "model", "instance_id"]).agg(
             pl.col("kept").all(),
             pl.col("all_sat").all().cast(pl.Float64).alias("GAcc"),
             pl.col("all_sat").cast(pl.Float64).mean().alias("ILAcc"),
             (pl.col("sat").sum() / pl.col("cnt").sum()).alias("CLAcc"),
             pl.col("split").first(),
         )
-        .collect()
     )
 
 
-def eifbench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the EIFBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
+def eifbench_components(rows: pl.LazyFrame) -> Components:
+    """Statistics of the EIFBench rows among `rows` (a lazy plan: `metrics.instances.prepared`)."""
     task = _tasks(rows)
     kept = task.filter(pl.col("kept")).lazy()
     leaves = tuple(
@@ -52,7 +59,7 @@ def eifbench_components(rows: pl.DataFrame) -> Components:
     return Components(leaves, seen=task.lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """GAcc, ILAcc, CLAcc: slices all and split=S (the scenarios); n = tasks. Ranked by GAcc."""
     by_scenario = Chart(
         kind="heatmap",
@@ -62,11 +69,6 @@ def definition(display: str) -> BenchmarkMetrics:
         title="EIFBench GAcc by scenario",
         file="eifbench_by_scenario.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=METRICS,
-        primary="GAcc",
-        components=eifbench_components,
-        charts=(by_scenario,),
+    return (
+        BenchmarkMetrics(BENCHMARK, display, METRICS, "GAcc", eifbench_components, charts=(by_scenario,)),
     )

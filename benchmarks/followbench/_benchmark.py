@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ifsweep.benchmarks._echo import task_prompt
-from ifsweep.benchmarks._options import check_known
-from ifsweep.benchmarks.base import Decide, Release
-from ifsweep.benchmarks.followbench import _import, _load, _parse, _prompts, _scoring, _simulated
-from ifsweep.benchmarks.records import (
-    ImportedResult,
-    Instance,
-    JudgeTask,
-    JudgeTurn,
-    Message,
-    Plan,
-    ScoringMode,
-    TurnOutcome,
-)
+from ifsweep.benchmarks.base import BenchmarkBase, Release
+from ifsweep.benchmarks.followbench import _load, _parse, _prompts, _scoring
+from ifsweep.benchmarks.records import Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
 from ifsweep.benchmarks.releases import FOLLOWBENCH
-
-if TYPE_CHECKING:
-    from ifsweep.metrics import BenchmarkMetrics
-
-FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures"
 
 
 def _meta_str(instance: Instance, key: str) -> str:
@@ -53,14 +38,13 @@ def instance_route(instance: Instance) -> _scoring.Route:
     )
 
 
-class FollowBench:
+class FollowBench(BenchmarkBase):
     name = "followbench"
     display_name = "FollowBench"
     options = frozenset({"language", "categories"})
     release: Release = FOLLOWBENCH
 
-    def validate_options(self, options: Mapping[str, Any]) -> None:
-        check_known(self.name, options, self.options)
+    def check_options(self, options: Mapping[str, Any]) -> None:
         _load.validate_options(options)
 
     def report_name(self, data_dir: Path | None, options: Mapping[str, Any]) -> str:
@@ -108,28 +92,3 @@ class FollowBench:
         # The reference scores an unreadable reply as -1 and asks a human to fix it; with booleans the
         # nearest is "not satisfied" (docs/benchmarks/followbench.md, reference mode).
         return TurnOutcome(values=verdicts if verdicts is not None else (False,) * level)
-
-    def template_version(self) -> str:
-        return _prompts.template_version()
-
-    def fixture_dir(self) -> Path:
-        return FIXTURE_DIR
-
-    def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
-        return _simulated.simulated_judge_reply(messages, decide)
-
-    def metrics(self) -> tuple[BenchmarkMetrics, ...]:
-        from ifsweep.benchmarks.followbench import _metrics  # Polars: only where metrics are computed
-
-        return _metrics.definitions(self.display_name)
-
-    def read_reference_outputs(
-        self,
-        paths: list[Path],
-        data_dir: Path | None,
-        options: Mapping[str, Any],
-        *,
-        mode: ScoringMode = "paper",
-    ) -> Iterator[ImportedResult]:
-        self.validate_options(options)
-        return _import.read_reference_outputs(paths, data_dir, options)

@@ -28,7 +28,7 @@ from typing import Any
 from ifsweep.benchmarks._files import iter_json_lines, typed_field
 from ifsweep.benchmarks.followbench._load import CATEGORIES, language_of, load
 from ifsweep.benchmarks.followbench._prompts import judge_prompt
-from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance, ScoringMode
 
 # The reference's scripts call the situation category "scenario" in their file names.
 _ALIASES = {"scenario": "situation"}
@@ -92,7 +92,7 @@ class _ModelFiles:
 
 
 def read_reference_outputs(
-    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any], mode: ScoringMode = "paper"
 ) -> Iterator[ImportedResult]:
     """One result per (model, instance) whose answer is in the given files, with the judge's reply to
     the rebuilt judge prompt when a judge file holds it. Instances are in data order per model."""

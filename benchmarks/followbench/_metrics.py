@@ -15,12 +15,12 @@ import functools
 import polars as pl
 
 from ifsweep.benchmarks.followbench._load import LANGUAGES, report_name
-from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, streamed
 
 CSL_LEVELS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 
-def _instances(rows: pl.DataFrame, benchmark: str) -> pl.DataFrame:
+def _instances(rows: pl.LazyFrame, benchmark: str) -> pl.DataFrame:
     aggs = [
         kept_expr(),
         pl.col("satisfied").all().cast(pl.Float64).alias("hsr"),
@@ -29,7 +29,7 @@ def _instances(rows: pl.DataFrame, benchmark: str) -> pl.DataFrame:
         pl.col("category").first(),
         pl.col("group_id").first(),
     ]
-    return per_instance(rows, benchmark, aggs).collect()
+    return streamed(per_instance(rows, benchmark, aggs))
 
 
 def _groups(inst: pl.DataFrame) -> pl.DataFrame:
@@ -95,9 +95,9 @@ def _parents(kept: pl.LazyFrame, groups: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat(parents)
 
 
-def followbench_components(rows: pl.DataFrame, benchmark: str) -> Components:
-    """Statistics of the rows of `benchmark` (one FollowBench language) among `rows` (read into memory:
-    see `metrics.instances.materialized`)."""
+def followbench_components(rows: pl.LazyFrame, benchmark: str) -> Components:
+    """Statistics of the rows of `benchmark` (one FollowBench language) among `rows` (a lazy plan:
+    `metrics.instances.prepared`)."""
     inst = _instances(rows, benchmark)
     kept = inst.filter(pl.col("kept")).lazy()
     groups = _groups(inst).lazy()

@@ -14,12 +14,9 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
-from ifsweep.benchmarks.followbench._rules import RULES_VERSION
 from ifsweep.benchmarks.records import Message
 
 JUDGED_CATEGORIES = ("content", "situation", "style", "format", "mixed")
-# 2: paper mode drops lines copied from the prompt and reads lists with a tokenizer (issue 11).
-PARSER_VERSION = "followbench-parse-2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +150,11 @@ def generation_messages(instruction: str) -> tuple[Message, ...]:
 
 
 def template_version() -> str:
-    """Short sha256 over every judge-prompt piece of both languages and the rule and parser versions."""
+    """Short sha256 over every judge-prompt piece of both languages (the rules' and the parser's version
+    is their code's: benchmarks/versions.py)."""
     digest = hashlib.sha256()
     for language in sorted(TEMPLATES):
         for piece in astuple(TEMPLATES[language]):
             digest.update(repr(piece).encode("utf-8"))
             digest.update(b"\x00")
-    digest.update(RULES_VERSION.encode())
-    digest.update(PARSER_VERSION.encode())
     return digest.hexdigest()[:12]

@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep.benchmarks._files import iter_json_lines, typed_field
-from ifsweep.benchmarks.infobench._load import SUBSETS, parse_row, read_rows, resolve_data_file, to_instance
-from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks.infobench._load import (
+    SUBSETS,
+    parse_row,
+    read_rows,
+    resolve_data_file,
+    to_instance,
+    wanted_split,
+)
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance, ScoringMode
 
 SUFFIX = "_DecomposeEval"
 _REPLY_FOR: Mapping[bool | None, str] = {True: "YES", False: "NO", None: ""}
@@ -76,8 +83,9 @@ def read_decompose_eval(
 
 
 def read_reference_outputs(
-    paths: list[Path], data_dir: Path | None, split: str | None
+    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any], mode: ScoringMode = "paper"
 ) -> Iterator[ImportedResult]:
+    split = wanted_split(options)
     # The output files repeat every input field, so the data is optional; given, it is the authority
     # and each imported entry must match it.
     known = (

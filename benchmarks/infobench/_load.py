@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks._options import one_of
 from ifsweep.benchmarks.infobench._prompts import generation_messages
 from ifsweep.benchmarks.records import Constraint, DataError, Instance
 
@@ -20,6 +21,7 @@ DATA_FILE = "InfoBench.json"
 BENCHMARK = "infobench"
 # The file's subset names and the split names our configs use for them.
 SUBSETS: Mapping[str, str] = {"Easy_set": "easy", "Hard_set": "hard"}
+SPLITS = ("easy", "hard")
 _STR_FIELDS = ("id", "input", "category", "instruction", "subset")
 
 
@@ -116,3 +118,8 @@ def to_instance(row: Row) -> Instance:
         split=SUBSETS[row.subset],
         meta={"input": row.input, "instruction": row.instruction, "subset": row.subset},
     )
+
+
+def wanted_split(options: Mapping[str, Any]) -> str | None:
+    """The `split` option: None for both."""
+    return one_of(options, "split", SPLITS)

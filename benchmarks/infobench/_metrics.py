@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import polars as pl
 
-from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
+from ifsweep.metrics import (
+    BenchmarkMetrics,
+    Chart,
+    Components,
+    Leaf,
+    kept_expr,
+    per_instance,
+    split_slice,
+    streamed,
+)
 
 BENCHMARK = "infobench"
 _KEY = ["benchmark", "model", "instance_id"]
 
 
 def _labels(by_type: pl.LazyFrame) -> pl.LazyFrame:
-    """constraint_type -> label, one row per distinct label of each distinct type string."""
+    """constraint_type -> label, one row per distinct label of each distinct type string (split on
+    the few distinct type strings, not on every row)."""
     return (
         by_type.select(pl.col("constraint_type").unique())
         .with_columns(
@@ -30,49 +40,40 @@ def _labels(by_type: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def infobench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the InFoBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
-    # Counting per (instance, type string) first means labels are split on the distinct type strings
-    # (a few thousand), not on every row.
-    by_type = per_instance(
-        rows,
-        BENCHMARK,
-        [
-            kept_expr(),
-            pl.col("satisfied").cast(pl.Float64).sum().alias("sat"),
-            pl.len().cast(pl.Float64).alias("cnt"),
-            pl.col("split").first(),
-        ],
-        within=["constraint_type"],
-    ).collect()
-    inst = (
-        by_type.lazy()
-        .group_by(_KEY)
-        .agg(pl.col("kept").all(), pl.col("sat").sum(), pl.col("cnt").sum(), pl.col("split").first())
-        .collect()
-    )
+def infobench_components(rows: pl.LazyFrame) -> Components:
+    """Statistics of the InFoBench rows among `rows` (a lazy plan: `metrics.instances.prepared`)."""
+    sat, cnt = pl.col("satisfied").cast(pl.Float64).sum().alias("sat"), pl.len().cast(pl.Float64).alias("cnt")
+    inst = streamed(per_instance(rows, BENCHMARK, [kept_expr(), sat, cnt, pl.col("split").first()]))
     kept = inst.filter(pl.col("kept")).lazy()
-    kept_types = by_type.lazy().join(kept.select(_KEY), on=_KEY, how="semi")
-    sat, cnt = pl.col("sat"), pl.col("cnt")
+    # The rows of kept instances: an anti-join against the dropped ones, usually few.
+    dropped = inst.filter(~pl.col("kept")).select(_KEY[1:]).lazy()
+    mine = rows.filter(pl.col("benchmark") == BENCHMARK).join(dropped, on=_KEY[1:], how="anti")
+    with_bench = pl.lit(BENCHMARK).alias("benchmark")
+    # Per type string, summed in the same streaming pass; per (instance, type) only for the bootstrap,
+    # which is what the leaf's units are (almost one per row: never collected for point estimates).
+    totals = streamed(mine.group_by("model", "constraint_type").agg(sat, cnt).with_columns(with_bench))
+    units = mine.group_by(*_KEY[1:], "constraint_type").agg(sat, cnt).with_columns(with_bench)
+    s, c = pl.col("sat"), pl.col("cnt")
     leaves = (
-        Leaf(kept, "DRFR", pl.lit("all"), (), "instance", "instance_id", sat, cnt),
-        Leaf(kept, "DRFR", split_slice(), ("split",), "instance", "instance_id", sat, cnt),
+        Leaf(kept, "DRFR", pl.lit("all"), (), "instance", "instance_id", s, c),
+        Leaf(kept, "DRFR", split_slice(), ("split",), "instance", "instance_id", s, c),
         Leaf(
-            kept_types,
+            units,
             "DRFR",
             pl.format("constraint_type={}", pl.col("label")),
             ("constraint_type",),
             "instance",
             "instance_id",
-            sat,
-            cnt,
-            expand=_labels(by_type.lazy()),
+            s,
+            c,
+            expand=_labels(totals.lazy()),
+            totals=totals.lazy(),
         ),
     )
     return Components(leaves, seen=inst.lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """DRFR: slices all, split=S, constraint_type=T; n = rows."""
     by_type = Chart(
         kind="heatmap",
@@ -82,11 +83,13 @@ def definition(display: str) -> BenchmarkMetrics:
         title="InFoBench DRFR by constraint type",
         file="infobench_by_type.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=("DRFR",),
-        primary="DRFR",
-        components=infobench_components,
-        charts=(by_type,),
+    return (
+        BenchmarkMetrics(
+            name=BENCHMARK,
+            display=display,
+            headline=("DRFR",),
+            primary="DRFR",
+            components=infobench_components,
+            charts=(by_type,),
+        ),
     )

@@ -164,9 +164,10 @@ class SharedLedger(Protocol):
         with what all processes spent and hold; `token` names the reservation (unique per process)."""
         ...
 
-    def settle(self, token: int, scopes: Sequence[str], actual_usd: float) -> None:
-        """Release reservation `token` and add `actual_usd` to this process's spend in `scopes`.
-        Applied locally at once; sent in the background (never lost, never counted twice)."""
+    def settle(self, tokens: Sequence[int], scopes: Sequence[str], actual_usd: float) -> None:
+        """Release the reservations `tokens` (one call's) and add `actual_usd`, never more than they
+        held, to this process's spend in `scopes`. Applied locally at once; sent in the background
+        (never lost, never counted twice)."""
         ...
 
     async def changed(self) -> None:

@@ -424,9 +424,11 @@ class RedisLedger:
             self._releasing.append(request[0])
             self._c.wake()
 
-    def settle(self, token: int, scopes: Sequence[str], actual_usd: float) -> None:
-        if self._holds.pop(token, None) is not None:
-            self._releasing.append(token)
+    def settle(self, tokens: Sequence[int], scopes: Sequence[str], actual_usd: float) -> None:
+        held = {token: hold for token in tokens if (hold := self._holds.pop(token, None)) is not None}
+        self._releasing += held
+        if held and len(held) == len(tokens):  # every part was checked against a cap: none is passed
+            actual_usd = min(actual_usd, sum(float(amount) for amount, _ in held.values()))
         if actual_usd:
             for scope in scopes:
                 self._own[scope] = self._own.get(scope, 0.0) + actual_usd

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ifsweep.runner.commands.rundir import compute, panel_of, require_run_dir
+from ifsweep.runner.commands.textwidth import cell
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,7 +36,6 @@ def run_agreement(
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import compute, panel_of, require_run_dir
     from ifsweep.runner.store.compact import load_verdict_rows
 
     require_run_dir(run_dir)
@@ -80,9 +81,11 @@ def render_agreement(found: Agreement, fmt: str = "text") -> str:
         value = "-" if s.value is None else f"{s.value:.3f}"
         ci = "" if s.ci_low is None or s.ci_high is None else f"[{s.ci_low:.3f}, {s.ci_high:.3f}]"
         who = " & ".join(s.judges) if len(s.judges) == 2 else "panel"
+        # Constraint types and labels may be Chinese: columns by display width, not by characters.
         lines.append(
-            f"{s.benchmark[:14]:14s} {s.constraint_type[:22]:22s} {_NAMES.get(s.statistic, s.statistic):22s} "
-            f"{who[:28]:28s} {value:>7s} {ci:>17s} {s.units:7d}"
+            f"{cell(s.benchmark, 14)} {cell(s.constraint_type, 22)} "
+            f"{cell(_NAMES.get(s.statistic, s.statistic), 22)} {cell(who, 28)} {value:>7s} {ci:>17s} "
+            f"{s.units:7d}"
         )
     if found.ranks:
         head = f"{'benchmark':14s} {'metric':8s} {'judges':28s} {'models':>6s} {'tau-b':>7s} {'max move':>8s}"
@@ -96,7 +99,7 @@ def render_agreement(found: Agreement, fmt: str = "text") -> str:
             tau = "-" if r.tau is None else f"{r.tau:.3f}"
             moved = f"  ({', '.join(r.moved)})" if r.moved else ""
             lines.append(
-                f"{r.benchmark[:14]:14s} {r.metric[:8]:8s} {(r.judge_a + ' & ' + r.judge_b)[:28]:28s} "
+                f"{cell(r.benchmark, 14)} {cell(r.metric, 8)} {cell(r.judge_a + ' & ' + r.judge_b, 28)} "
                 f"{r.models:6d} {tau:>7s} {r.max_change:8d}{moved}"
             )
     return "\n".join(lines)

@@ -6,7 +6,6 @@ by category, level, split, priority and constraint type), so a wrong or partial 
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from typing import Any
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Instance
+from ifsweep.runner.commands.textwidth import ljust, width
 from ifsweep.runner.engine.datasets import ensure_release
 from ifsweep.runner.errors import UsageError
 
@@ -97,27 +97,18 @@ def _order(counter: Counter[str], dimension: str) -> list[str]:
     return [k for k, _ in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
-def _width(text: str) -> int:
-    """Terminal columns of `text`: wide (CJK) characters take two, so Chinese labels still line up."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def _ljust(text: str, width: int) -> str:
-    return text + " " * max(width - _width(text), 0)
-
-
 def _table(title: str, rows: list[tuple[str, int | None, int]]) -> list[str]:
     """A title line with column heads, then one indented line per row. `None` instances: the dimension
     belongs to constraints, so that column is left out."""
     with_instances = any(r[1] is not None for r in rows)
-    name_w = max(_width(title), *(2 + _width(r[0]) for r in rows))
+    name_w = max(width(title), *(2 + width(r[0]) for r in rows))
     heads = (["instances"] if with_instances else []) + ["constraints"]
     cells = [([] if not with_instances else [str(r[1])]) + [str(r[2])] for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-    out = [f"  {_ljust(title, name_w)}  " + "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
+    out = [f"  {ljust(title, name_w)}  " + "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))]
     for row, cell in zip(rows, cells, strict=True):
         nums = "  ".join(c.rjust(w) for c, w in zip(cell, widths, strict=True))
-        out.append(f"  {_ljust('  ' + row[0], name_w)}  {nums}")
+        out.append(f"  {ljust('  ' + row[0], name_w)}  {nums}")
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep.runner.errors import UsageError
+from ifsweep.runner.view.command import add_view_parser
 
 if TYPE_CHECKING:
     from ifsweep.runner.config import SweepConfig
@@ -74,13 +75,22 @@ def _is_user_error(e: Exception) -> bool:
     )
 
 
+_Commands = argparse._SubParsersAction  # the subcommands of a parser
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ifsweep",
         description="Evaluate many LLMs on constraint-following benchmarks in one budgeted, resumable sweep.",
     )
     sub = p.add_subparsers(metavar="COMMAND")
+    for add in (_sweep_commands, _reading_commands, _other_commands):  # in the order --help lists them
+        add(sub)
+    return p
 
+
+def _sweep_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
+    """run and plan: a config's sweep, or what it would take."""
     c = sub.add_parser("run", help="run (or resume) the sweep a TOML config describes")
     c.add_argument("config", type=Path)
     c.add_argument(
@@ -101,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("config", type=Path)
     c.set_defaults(handler=_cmd_plan)
 
+
+def _reading_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
+    """What reads a run directory (or verdict rows) without sending anything."""
     c = sub.add_parser("report", help="metrics of a run directory")
     c.add_argument("run_dir", type=Path)
     c.add_argument("--format", choices=["table", "json", "csv", "md", "html"], default="table")
@@ -142,6 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("run_dir", type=Path)
     c.set_defaults(handler=_cmd_compact)
 
+
+def _other_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
+    """The demo, the simulator, the benchmarks' data and imports of the reference tools' results."""
     c = sub.add_parser(
         "demo", help="a sweep of simulated models on the built-in samples (no keys, no network)"
     )
@@ -172,7 +188,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--data", type=Path, help="the benchmark's data, where the output files lack fields")
     c.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a benchmark option")
     c.set_defaults(handler=_cmd_import)
-    return p
+    add_view_parser(sub)  # ifsweep view: runner/view/
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -243,6 +259,12 @@ def _print_result(result: object, run_dir: Path) -> None:
         f"${result.spent_usd:.4f} spent -> {run_dir}"
     )
     print(line, file=sys.stderr)
+    if result.rescored:
+        print(
+            f"[ifsweep] re-scored {result.rescored} verdicts from the stored replies: the code that "
+            "derives them changed",
+            file=sys.stderr,
+        )
     if result.message:
         print(f"[ifsweep] {result.message}", file=sys.stderr)
     if result.status == "budget_exhausted":
@@ -315,7 +337,7 @@ def _cmd_batches(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from ifsweep.runner.commands.reporting import require_run_dir
+    from ifsweep.runner.commands.rundir import require_run_dir
     from ifsweep.runner.store.compact import compact
 
     require_run_dir(args.run_dir)

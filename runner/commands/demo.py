@@ -52,7 +52,7 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
 
 async def _demo(out: Path, process: OwnedProcess | None) -> int:
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import compute
+    from ifsweep.runner.commands.rundir import compute
     from ifsweep.runner.config import parse_config
     from ifsweep.runner.engine.sweep import check_ready, load_work, run_sweep
     from ifsweep.runner.store.compact import load_verdict_rows

@@ -18,8 +18,8 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 
 from ifsweep.runner.commands.planning import Estimate, estimate
-from ifsweep.runner.commands.reporting import compute, require_run_dir
 from ifsweep.runner.commands.reporting import report as render_report
+from ifsweep.runner.commands.rundir import compute, require_run_dir
 from ifsweep.runner.config import SweepConfig, check_output_dir, load_config, parse_config
 from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
 from ifsweep.runner.watch.status import status_table
@@ -183,7 +183,7 @@ def scores(
     import polars as pl  # only for the calls that compute metrics
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.reporting import panel_of
+    from ifsweep.runner.commands.rundir import panel_of
 
     panel: tuple[str, ...] = ()
     if isinstance(source, pl.DataFrame | pl.LazyFrame):

@@ -212,99 +212,149 @@ def _judge_caches(judge: EndpointSpec) -> bool:
     return caches_prefixes(judge, route.provider, route.api_base)
 
 
+@dataclass(frozen=True, slots=True)
+class _BenchLoad:
+    """One benchmark's instances summed up: what a model's pairs of it ask. Token counts are the
+    providers' estimate scaled to the real tokenizer's; the judged answer is left out (not known)."""
+
+    job: BenchJob
+    calls: int  # one generation per instance
+    judge_calls: int
+    prompt_tokens: int
+    judge_prompt_tokens: int
+    cache: CacheLoad  # summed over the instances; its token counts scaled like the judge's
+
+    def judge_input(self, answer: int) -> int:
+        return self.judge_prompt_tokens + self.judge_calls * answer
+
+    def cached(self, answer: int) -> tuple[int, int]:
+        """Judge prompt tokens read from the prefix cache, and written to it, at `answer` tokens."""
+        c = self.cache
+        return c.cached + answer * c.answer_cached, c.written + answer * c.answer_written
+
+
+def _bench_load(
+    job: BenchJob, instances: Sequence[Instance], count: Callable[[str], int] | None, caching: bool
+) -> _BenchLoad:
+    loads = [instance_load(job, inst) for inst in instances]
+    caches = [cache_load(job, inst) for inst in instances] if caching else []
+    scale = token_scale(job, instances, count) if count is not None else TokenScale()
+    return _BenchLoad(
+        job=job,
+        calls=len(instances),
+        judge_calls=sum(load.judge_calls for load in loads),
+        prompt_tokens=round(scale.gen * sum(load.prompt_tokens for load in loads)),
+        judge_prompt_tokens=round(scale.judge * sum(load.judge_prompt_tokens for load in loads)),
+        cache=CacheLoad(
+            round(scale.judge * sum(c.cached for c in caches)),
+            round(scale.judge * sum(c.written for c in caches)),
+            sum(c.answer_cached for c in caches),
+            sum(c.answer_written for c in caches),
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Panel:
+    """The judges of a config as every estimate prices them, and what the run has seen so far."""
+
+    judges: Sequence[EndpointSpec]
+    prices: Mapping[str, Price | None]
+    caching: Mapping[str, bool]  # by judge: whether its provider caches prompt prefixes
+    seen: Seen
+
+    @property
+    def any_caching(self) -> bool:
+        return any(self.caching.values())
+
+
 def estimate(cfg: SweepConfig, work: Work, *, real_tokens: bool = True) -> list[Estimate]:
-    out = []
-    judge_prices = {j.label: _price(j) for j in cfg.judges}
-    caching = {j.label: _judge_caches(j) for j in cfg.judges}
-    seen = seen_outputs(cfg.run.output_dir)
+    """Per model and benchmark: its calls, tokens, cost range and the minutes its limits imply."""
+    panel = _Panel(
+        cfg.judges,
+        {j.label: _price(j) for j in cfg.judges},
+        {j.label: _judge_caches(j) for j in cfg.judges},
+        seen_outputs(cfg.run.output_dir),
+    )
     count = None
     if real_tokens:
         from ifsweep.providers.pricing import token_counter
 
         count = token_counter()
-    per_job = []
-    for job, instances in work.jobs:
-        loads = [instance_load(job, inst) for inst in instances]
-        caches = [cache_load(job, inst) for inst in instances] if any(caching.values()) else []
-        scale = token_scale(job, instances, count) if count is not None else TokenScale()
-        per_job.append((job, len(instances), loads, caches, scale))
-    for spec in cfg.models:
-        price = _price(spec)
-        gen_max = _max_tokens(spec)
-        for job, calls, loads, caches, scale in per_job:
-            bench = job.cfg.label
-            judge_calls = sum(load.judge_calls for load in loads)
-            tin = round(scale.gen * sum(load.prompt_tokens for load in loads))
-            # the judged answer is not known yet: a mid-length answer, or the mean this run has seen
-            gen_seen = seen.gen.get((spec.label, bench))
-            answer = round(gen_seen[1]) if gen_seen and gen_seen[0] >= MIN_SEEN_CALLS else gen_max // 2
-            jin = round(scale.judge * sum(load.judge_prompt_tokens for load in loads)) + judge_calls * answer
-            cached = round(scale.judge * sum(c.cached for c in caches)) + answer * sum(
-                c.answer_cached for c in caches
-            )
-            written = round(scale.judge * sum(c.written for c in caches)) + answer * sum(
-                c.answer_written for c in caches
-            )
-            out_low, out_high = calls * gen_max // 4, calls * gen_max
-            seen_any = False
-            if gen_seen and gen_seen[0] >= MIN_SEEN_CALLS:
-                out_low = out_high = round(calls * gen_seen[1])
-                seen_any = True
-            judge_seen = seen.judge.get(bench)
-            # Every judge of the panel makes the same calls; each at its own max_tokens and price, and
-            # with the cache discount only where that judge's provider caches prefixes.
-            shares = []
-            for judge in cfg.judges:
-                jp = judge_prices[judge.label]
-                j_low, j_high = judge_calls * JUDGE_REPLY_LOW, judge_calls * _max_tokens(judge)
-                if judge_seen and judge_seen[0] >= MIN_SEEN_CALLS:
-                    j_low = j_high = round(judge_calls * judge_seen[1])
-                    seen_any = True
-                known = jp is not None or judge_calls == 0
-                jp = jp or Price(0.0, 0.0)
-                hit, wrote = (cached, written) if caching[judge.label] else (0, 0)
-                shares.append(
-                    JudgeShare(
-                        judge=judge.label,
-                        calls=judge_calls,
-                        input_tokens=jin,
-                        output_low=j_low,
-                        output_high=j_high,
-                        cost_low=jp.cost(jin, j_low) if known else None,
-                        cost_high=jp.cost(jin, j_high) if known else None,
-                        cached_tokens=hit,
-                        cost_cached_low=jp.cost(jin, j_low, hit, wrote) if known else None,
-                        cost_cached_high=jp.cost(jin, j_high, hit, wrote) if known else None,
-                    )
-                )
-            cost_low = cost_high = cached_low = cached_high = None
-            if price is not None and all(s.cost_low is not None for s in shares):
-                cost_low = price.cost(tin, out_low) + sum(s.cost_low or 0.0 for s in shares)
-                cost_high = price.cost(tin, out_high) + sum(s.cost_high or 0.0 for s in shares)
-                if any(caching.values()):
-                    cached_low = price.cost(tin, out_low) + sum(s.cost_cached_low or 0.0 for s in shares)
-                    cached_high = price.cost(tin, out_high) + sum(s.cost_cached_high or 0.0 for s in shares)
-            out.append(
-                Estimate(
-                    model=spec.label,
-                    benchmark=bench,
-                    calls=calls,
-                    judge_calls=judge_calls * len(shares),
-                    input_tokens=tin + jin * len(shares),
-                    output_low=out_low + sum(s.output_low for s in shares),
-                    output_high=out_high + sum(s.output_high for s in shares),
-                    cost_low=cost_low,
-                    cost_high=cost_high,
-                    minutes_by_limits=_minutes(spec, calls, tin + out_high),
-                    judges=tuple(shares),
-                    judge_cached_tokens=sum(s.cached_tokens for s in shares),
-                    cost_cached_low=cached_low,
-                    cost_cached_high=cached_high,
-                    outputs_seen=seen_any,
-                    tokenizer="cl100k_base" if count is not None else None,
-                )
-            )
-    return out
+    loads = [_bench_load(job, instances, count, panel.any_caching) for job, instances in work.jobs]
+    tokenizer = "cl100k_base" if count is not None else None
+    return [_estimate_one(spec, load, panel, tokenizer) for spec in cfg.models for load in loads]
+
+
+def _estimate_one(spec: EndpointSpec, b: _BenchLoad, panel: _Panel, tokenizer: str | None) -> Estimate:
+    price, gen_max, bench = _price(spec), _max_tokens(spec), b.job.cfg.label
+    # the judged answer is not known yet: a mid-length answer, or the mean this run has seen
+    gen_mean = _mean_seen(panel.seen.gen.get((spec.label, bench)))
+    if gen_mean is not None:
+        answer = round(gen_mean)
+        out_low = out_high = round(b.calls * gen_mean)
+    else:
+        answer, out_low, out_high = gen_max // 2, b.calls * gen_max // 4, b.calls * gen_max
+    judge_mean = _mean_seen(panel.seen.judge.get(bench))
+    shares = [_judge_share(judge, b, answer, judge_mean, panel) for judge in panel.judges]
+    cost_low = cost_high = cached_low = cached_high = None
+    if price is not None and all(s.cost_low is not None for s in shares):
+        gen_low, gen_high = price.cost(b.prompt_tokens, out_low), price.cost(b.prompt_tokens, out_high)
+        cost_low = gen_low + sum(s.cost_low or 0.0 for s in shares)
+        cost_high = gen_high + sum(s.cost_high or 0.0 for s in shares)
+        if panel.any_caching:
+            cached_low = gen_low + sum(s.cost_cached_low or 0.0 for s in shares)
+            cached_high = gen_high + sum(s.cost_cached_high or 0.0 for s in shares)
+    return Estimate(
+        model=spec.label,
+        benchmark=bench,
+        calls=b.calls,
+        judge_calls=b.judge_calls * len(shares),
+        input_tokens=b.prompt_tokens + b.judge_input(answer) * len(shares),
+        output_low=out_low + sum(s.output_low for s in shares),
+        output_high=out_high + sum(s.output_high for s in shares),
+        cost_low=cost_low,
+        cost_high=cost_high,
+        minutes_by_limits=_minutes(spec, b.calls, b.prompt_tokens + out_high),
+        judges=tuple(shares),
+        judge_cached_tokens=sum(s.cached_tokens for s in shares),
+        cost_cached_low=cached_low,
+        cost_cached_high=cached_high,
+        outputs_seen=gen_mean is not None or (judge_mean is not None and bool(shares)),
+        tokenizer=tokenizer,
+    )
+
+
+def _mean_seen(seen: tuple[int, float] | None) -> float | None:
+    """The mean output tokens a run has seen, once it has seen enough calls to go by."""
+    return seen[1] if seen is not None and seen[0] >= MIN_SEEN_CALLS else None
+
+
+def _judge_share(
+    judge: EndpointSpec, b: _BenchLoad, answer: int, judge_mean: float | None, panel: _Panel
+) -> JudgeShare:
+    """One judge's part: every judge of the panel makes the same calls, each at its own max_tokens and
+    price, with the cache discount only where that judge's provider caches prefixes."""
+    calls, jin = b.judge_calls, b.judge_input(answer)
+    j_low, j_high = calls * JUDGE_REPLY_LOW, calls * _max_tokens(judge)
+    if judge_mean is not None:
+        j_low = j_high = round(calls * judge_mean)
+    jp = panel.prices[judge.label]
+    known = jp is not None or calls == 0
+    jp = jp or Price(0.0, 0.0)
+    hit, wrote = b.cached(answer) if panel.caching[judge.label] else (0, 0)
+    return JudgeShare(
+        judge=judge.label,
+        calls=calls,
+        input_tokens=jin,
+        output_low=j_low,
+        output_high=j_high,
+        cost_low=jp.cost(jin, j_low) if known else None,
+        cost_high=jp.cost(jin, j_high) if known else None,
+        cached_tokens=hit,
+        cost_cached_low=jp.cost(jin, j_low, hit, wrote) if known else None,
+        cost_cached_high=jp.cost(jin, j_high, hit, wrote) if known else None,
+    )
 
 
 def _minutes(spec: EndpointSpec, calls: int, tokens: int) -> float | None:

@@ -1,5 +1,5 @@
 """Glue between a run directory and the metrics package: `report`, `metrics` and `status`. The metrics
-engine knows no benchmark; `metric_catalog` hands it every registered benchmark's definitions."""
+engine knows no benchmark; `rundir.metric_catalog` hands it every registered benchmark's definitions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ifsweep import benchmarks
+from ifsweep.runner.commands.agreement import run_agreement
+from ifsweep.runner.commands.rundir import compute, in_model_order, model_order, panel_of, require_run_dir
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -15,44 +16,6 @@ if TYPE_CHECKING:
 
     from ifsweep.metrics import Agreement, Catalog
     from ifsweep.runner.watch.status import StatusReport
-
-
-def metric_catalog() -> tuple[Catalog, tuple[benchmarks.BenchmarkLoadError, ...]]:
-    """Every registered benchmark's metric definitions, in registry order, and an error for each
-    benchmark that failed to load (its rows cannot be scored; the others can)."""
-    from ifsweep.metrics import Catalog  # Polars: only for commands that compute metrics
-
-    loaded = benchmarks.load_all()
-    return Catalog(tuple(m for b in loaded.benchmarks for m in b.metrics())), loaded.errors
-
-
-def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.DataFrame, Catalog]:
-    """compute_metrics over every registered benchmark's definitions, and that catalog. Rows no
-    definition scores fail with VerdictError, which then also names any registered benchmark that
-    failed to load (the likely owner of those rows)."""
-    from ifsweep import metrics
-
-    catalog, errors = metric_catalog()
-    try:
-        return metrics.compute_metrics(rows, catalog, ci=ci), catalog
-    except metrics.VerdictError as e:
-        if not errors:
-            raise
-        failed = "; ".join(map(str, errors))
-        raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
-
-
-def require_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "shards").is_dir():
-        raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
-
-
-def panel_of(run_dir: Path) -> tuple[str, ...]:
-    """The judges the run's config names, in order (the manifest's); () when it names none."""
-    from ifsweep.runner.store.manifest import read_manifest
-
-    manifest = read_manifest(run_dir)
-    return manifest.judge_order if manifest is not None else ()
 
 
 def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
@@ -84,10 +47,15 @@ def report(
         raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
     rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
+    # Config order (natural order when the config is not known); leaderboards rank by score and keep
+    # this order among equal scores.
+    order = model_order(run_dir, table.get_column("model").unique().to_list())
+    table = in_model_order(table, order)
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
     else:
-        analytics = metrics.analytics(_calls_of(load_call_records(run_dir), judges, run_dir), table)
+        calls = _calls_of(load_call_records(run_dir), judges, run_dir)
+        analytics = in_model_order(metrics.analytics(calls, table), order)
         if fmt == "md":
             text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
         else:
@@ -140,8 +108,6 @@ def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
 
 def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
     """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
-    from ifsweep.runner.commands.agreement import run_agreement
-
     found = run_agreement(run_dir, resamples=200)
     return found if len(found.judges) > 1 else None
 

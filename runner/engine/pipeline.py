@@ -7,15 +7,16 @@ because each turn's key covers the whole conversation before it.
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
 
-from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome, scoring_version
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
 from ifsweep.providers.send.prefix import CacheHint
 from ifsweep.runner.config import BenchmarkConfig
@@ -28,6 +29,8 @@ Outcome = Literal["done", "cached", "error", "skipped"]
 # The "v" of every record this module writes; 2 since keys carry the endpoint and the instance
 # (runner.store.keys).
 RECORD_VERSION = keys.KEY_SCHEMA
+# A constraint's (value, source, status) by its index.
+Values = dict[int, tuple[bool | None, str, str]]
 
 
 class SupportsComplete(Protocol):
@@ -54,6 +57,21 @@ class BenchJob:
     template_version: str
     data_dir: Path | None = None  # where the instances were read from (the manifest hashes it)
 
+    @property
+    def scoring_version(self) -> str:
+        """The version of the code that turns this benchmark's replies into verdicts (derived from it)."""
+        return scoring_version(self.bench)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRef:
+    """Where one judge's verdict on a pair is stored (its slot's key) and what it must be derived from.
+    `replaces`: the slot holds a verdict derived from something else, which this one replaces."""
+
+    key: str
+    basis: str
+    replaces: bool = False
+
 
 @dataclass(slots=True)
 class Counters:
@@ -66,6 +84,9 @@ class Counters:
     calls: int = 0
     judge_calls: int = 0
     unparsed: int = 0
+    # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
+    # re-scores them from the stored replies, sending nothing it has.
+    rescored: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -92,6 +113,19 @@ class JudgeCounters:
     output_tokens: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _JudgeCall:
+    """What one judge turn's calls share: the pair, the task and turn, the judge, the counters."""
+
+    job: BenchJob
+    spec: EndpointSpec
+    inst: Instance
+    task: JudgeTask
+    turn_idx: int
+    judge: SupportsComplete
+    c: Counters
+
+
 @dataclass(slots=True)
 class Pipeline:
     store: RunStore
@@ -105,7 +139,7 @@ class Pipeline:
     judge_counters: dict[str, JudgeCounters] = field(default_factory=dict)  # by judge label
     # Judges whose own cap (max_usd) ran out: they judge nothing more, the rest of the panel goes on.
     exhausted_judges: set[str] = field(default_factory=set)
-    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # generation keys being fetched
+    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # keys of calls in flight (_once)
 
     def __post_init__(self) -> None:
         for j in self.judges:
@@ -120,7 +154,7 @@ class Pipeline:
     def generation_key(self, spec: EndpointSpec, inst: Instance) -> str:
         return keys.generation_key(self.identify(spec), spec.params, _msgs(inst.messages))
 
-    def verdict_key(
+    def verdict_ref(
         self,
         gen_key: str,
         spec: EndpointSpec,
@@ -128,20 +162,25 @@ class Pipeline:
         inst: Instance,
         unscored: frozenset[int] = frozenset(),
         judge: SupportsComplete | None = None,
-    ) -> str:
-        """The key of `judge`'s verdict on the pair (None: a sweep without judges)."""
+    ) -> VerdictRef:
+        """The slot and basis of `judge`'s verdict on the pair (None: a sweep without judges)."""
         js = judge.spec if judge is not None else None
-        return keys.verdict_key(
+        key = keys.verdict_key(
             benchmark=job.cfg.label,
             instance_id=inst.instance_id,
-            gen_key=gen_key,
             model=spec.label,
-            judge=None if js is None else (self.identify(js), js.params),
+            judge=None if js is None else js.label,
             scoring=job.cfg.scoring,
+        )
+        basis = keys.verdict_basis(
+            gen_key=gen_key,
+            judge=None if js is None else (self.identify(js), js.params),
             reask=job.cfg.reask,
             template=job.template_version,
+            code=job.scoring_version,
             unscored=unscored,
         )
+        return VerdictRef(key, basis)
 
     def _judge_key(self, judge: SupportsComplete, messages: Sequence[Message], ask: int) -> str:
         spec = judge.spec
@@ -171,14 +210,16 @@ class Pipeline:
         spec = endpoint.spec
         c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        todo: list[tuple[SupportsComplete | None, str]] = []
+        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
         kept_error = False
         for judge in self.panel():
-            v_key = self.verdict_key(gen_key, spec, job, inst, unscored, judge)
-            cached = self._cached(v_key)
+            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(ref.key)
+            if cached is not None and cached.get("basis") != ref.basis:
+                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
             jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
             if cached is None:
-                todo.append((judge, v_key))
+                todo.append((judge, ref))
             elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
                 kept_error = True
                 if jc is not None:
@@ -196,16 +237,18 @@ class Pipeline:
         gen = await self._generation(endpoint, job, inst, gen_key, c)
         found: list[str] = ["skipped"] * len(todo)
 
-        async def judge_one(i: int, judge: SupportsComplete | None, v_key: str) -> None:
-            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, v_key, unscored, c)
+        async def judge_one(i: int, judge: SupportsComplete | None, ref: VerdictRef) -> None:
+            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, ref, unscored, c)
+            if ref.replaces and found[i] != "skipped":
+                c.rescored += 1
 
         if len(todo) == 1:
             await judge_one(0, *todo[0])
         else:
             try:
                 async with anyio.create_task_group() as tg:
-                    for i, (judge, v_key) in enumerate(todo):
-                        tg.start_soon(judge_one, i, judge, v_key)
+                    for i, (judge, ref) in enumerate(todo):
+                        tg.start_soon(judge_one, i, judge, ref)
             except BaseExceptionGroup as group:
                 raise _budget_only(group) or group from None
         if "skipped" in found:
@@ -224,7 +267,7 @@ class Pipeline:
         inst: Instance,
         gen: Mapping[str, Any],
         gen_key: str,
-        v_key: str,
+        ref: VerdictRef,
         unscored: frozenset[int],
         c: Counters,
     ) -> str:
@@ -232,66 +275,28 @@ class Pipeline:
         budget is spent (then no record: a later run with a higher cap judges it)."""
         spec = endpoint.spec
         label = judge.spec.label if judge is not None else None
-        jc = self.judge_counters.get(label) if label is not None else None
         if label is not None and label in self.exhausted_judges:
             return "skipped"
-        if gen["status"] == "error":
-            rows = [
-                _row(con.idx, inst, None, "judge", "error")
-                for con in inst.constraints
-                if con.idx not in unscored
-            ]
-            self._write_verdict(v_key, gen_key, spec, job, inst, rows, "error", judge)
-            if jc is not None:
-                jc.errors += 1
-            return "error"
-        text = gen.get("text") or ""
-        plan = job.bench.plan(inst, text, job.cfg.scoring)
-        # A rule value of None means the benchmark does not score that constraint at all (as its
-        # reference does not): no row, so it is neither a failure nor a gap in coverage.
-        values: dict[int, tuple[bool | None, str, str]] = {
-            idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
-        }
-        values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
-        judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
-        if judge_tasks:
-            if judge is None:
-                raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
-            results: list[dict[int, tuple[bool | None, str, str]]] = [{} for _ in judge_tasks]
-            hints = _cache_hints(judge, judge_tasks)
-            gate = WarmGate()
-
-            async def run_task(i: int, task: JudgeTask) -> None:
-                results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
-
-            try:
-                async with anyio.create_task_group() as tg:
-                    for i, task in enumerate(judge_tasks):
-                        tg.start_soon(run_task, i, task)
-            except BaseExceptionGroup as group:
-                # The budget running out under one judge task is the scheduler's signal to stop
-                # dispatching, not a failure: hand it on unwrapped, as a single call would.
-                exhausted = _budget_only(group)
-                if exhausted is not None and exhausted.scope == label:
-                    # This judge's own cap: it stops, the rest of the panel and the models go on;
-                    # with no judge left, the sweep stops (answers nobody can judge are not bought).
-                    self.exhausted_judges.add(label)
-                    if all(j.spec.label in self.exhausted_judges for j in self.judges):
-                        raise exhausted from None
+        values: Values = {}
+        if gen["status"] != "error":
+            plan = job.bench.plan(inst, gen.get("text") or "", job.cfg.scoring)
+            # A rule value of None means the benchmark does not score that constraint at all (as its
+            # reference does not): no row, so it is neither a failure nor a gap in coverage.
+            values = {
+                idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
+            }
+            values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
+            judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
+            if judge_tasks:
+                if judge is None:
+                    raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
+                judged = await self._judge_all(job, spec, inst, judge_tasks, c, judge)
+                if judged is None:
                     return "skipped"
-                raise exhausted or group from None
-            for r in results:
-                values.update({idx: v for idx, v in r.items() if idx not in unscored})
-        rows = []
-        status = "ok"
-        for con in inst.constraints:
-            v, source, st = values.get(con.idx, (None, "judge", "unparsed"))
-            if st == "skipped":
-                continue
-            rows.append(_row(con.idx, inst, v, source, st))
-            if st == "error":
-                status = "error"
-        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status, judge)
+                values.update({idx: v for idx, v in judged.items() if idx not in unscored})
+        rows, status = _verdict_rows(inst, values, unscored, gen_error=gen["status"] == "error")
+        self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
+        jc = self.judge_counters.get(label) if label is not None else None
         if jc is not None:
             if status == "error":
                 jc.errors += 1
@@ -299,25 +304,70 @@ class Pipeline:
                 jc.done += 1
         return status
 
-    async def _generation(
-        self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
-    ) -> dict[str, Any]:
-        """The stored answer for `key`, or a fresh one. Instances with equal messages share the key: a
-        second asker waits for the call in flight and takes its record (an error included, which this
-        run just tried), instead of paying for the same answer twice."""
+    async def _judge_all(
+        self,
+        job: BenchJob,
+        spec: EndpointSpec,
+        inst: Instance,
+        tasks: Sequence[JudgeTask],
+        c: Counters,
+        judge: SupportsComplete,
+    ) -> Values | None:
+        """`judge`'s values over every task of the pair, its tasks run at once; None when the judge's
+        own cap ran out (it stops, the rest of the panel and the models go on; with no judge left the
+        sweep stops: answers nobody can judge are not bought)."""
+        results: list[Values] = [{} for _ in tasks]
+        hints = _cache_hints(judge, tasks)
+        gate = WarmGate()
+
+        async def run_task(i: int, task: JudgeTask) -> None:
+            results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, task in enumerate(tasks):
+                    tg.start_soon(run_task, i, task)
+        except BaseExceptionGroup as group:
+            # The budget running out under one judge task is the scheduler's signal to stop
+            # dispatching, not a failure: hand it on unwrapped, as a single call would.
+            exhausted = _budget_only(group)
+            if exhausted is not None and exhausted.scope == judge.spec.label:
+                self.exhausted_judges.add(judge.spec.label)
+                if all(j.spec.label in self.exhausted_judges for j in self.judges):
+                    raise exhausted from None
+                return None
+            raise exhausted or group from None
+        return {idx: v for r in results for idx, v in r.items()}
+
+    async def _once(self, key: str, fetch: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Single flight for every kind of call: the stored record for `key`, else the one `fetch`
+        sends for and stores. A key in flight is awaited and its record taken (an error included,
+        which this run just tried), never sent again: instances with equal messages share a
+        generation, two model ids on one endpoint share it and then their judge calls."""
         while True:
-            gen = self._cached(key)
-            if gen is not None:
-                return gen
+            rec = self._cached(key)
+            if rec is not None:
+                return rec
             pending = self._pending.get(key)
             if pending is None:
                 break
             await pending.wait()
-            gen = self.store.get(key)
-            if gen is not None:
-                return gen
+            rec = self.store.get(key)
+            if rec is not None:
+                return rec
         done = self._pending[key] = anyio.Event()
         try:
+            return await fetch()
+        finally:
+            del self._pending[key]
+            done.set()
+
+    async def _generation(
+        self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
+    ) -> dict[str, Any]:
+        """The stored answer for `key`, or a fresh one (bought once however many pairs ask at once)."""
+
+        async def fetch() -> dict[str, Any]:
             completion = await endpoint.complete(_msgs(inst.messages), key=key)
             gen = completion_record("generation", key, completion) | {
                 "model": endpoint.spec.label,
@@ -331,9 +381,8 @@ class Pipeline:
             c.latency_s += completion.latency_s
             c.cache_saved_usd += completion.cache_saved_usd
             return gen
-        finally:
-            del self._pending[key]
-            done.set()
+
+        return await self._once(key, fetch)
 
     async def _judge_task(
         self,
@@ -345,64 +394,18 @@ class Pipeline:
         judge: SupportsComplete,
         hint: CacheHint | None = None,
         gate: WarmGate | None = None,
-    ) -> dict[int, tuple[bool | None, str, str]]:
+    ) -> Values:
         """`hint`: the first turn's shared prefix, if any; its first sender warms it through `gate`
-        while the others sharing it wait (cache-aware dispatch, runner/engine/warmup.py). Keys are unchanged:
-        what a reply depends on is the prompt, and the hint does not change the prompt."""
-        jc = self.judge_counters.setdefault(judge.spec.label, JudgeCounters())
-        out: dict[int, tuple[bool | None, str, str]] = {}
+        while the others sharing it wait (cache-aware dispatch, runner/engine/warmup.py). Keys are
+        unchanged: what a reply depends on is the prompt, and the hint does not change the prompt."""
+        out: Values = {}
         replies: list[str] = []
         for turn_idx, turn in enumerate(task.turns):
-            outcome: TurnOutcome | None = None
-            reply = ""
-            unparsed: list[str] = []
-            for ask in range(job.cfg.reask + 1):
-                # A re-ask is a follow-up, not the same request again (at temperature 0 that mostly gets
-                # the same reply): the unparsed replies, each followed by the benchmark's format rule
-                # (docs/design/reask.md). The key covers exactly what is sent, so resume stays exact.
-                messages = task.messages_for_ask(turn_idx, tuple(replies), tuple(unparsed))
-                key = self._judge_key(judge, messages, ask)
-                rec = self._cached(key)
-                fresh = rec is None
-                if rec is None:
-                    if turn_idx == 0 and hint is not None and gate is not None:
-                        async with gate.warm(hint.key):
-                            completion = await judge.complete(_msgs(messages), hint, key=key)
-                    else:
-                        completion = await judge.complete(_msgs(messages), key=key)
-                    rec = completion_record("judgment", key, completion) | {
-                        "judge": judge.spec.label,
-                        "model": spec.label,
-                        "benchmark": job.cfg.label,
-                        "instance_id": inst.instance_id,
-                        "task_idx": task.task_idx,
-                        "turn_idx": turn_idx,
-                        "ask": ask,
-                        "parse": None,
-                    }
-                    c.judge_calls += 1
-                    c.judge_input_tokens += completion.input_tokens
-                    c.judge_output_tokens += completion.output_tokens
-                    c.judge_latency_s += completion.latency_s
-                    c.judge_cached_tokens += completion.cached_tokens
-                    c.cache_saved_usd += completion.cache_saved_usd
-                    jc.calls += 1
-                    jc.input_tokens += completion.input_tokens
-                    jc.output_tokens += completion.output_tokens
-                if rec["status"] == "error":
-                    if fresh:
-                        self.store.append(rec)
-                    return _fill(out, task, "error")
-                reply = rec.get("text") or ""
-                outcome = job.bench.parse(inst, task, turn_idx, reply, job.cfg.scoring)
-                if fresh:
-                    rec["parse"] = "ok" if outcome.parsed else "unparsed"
-                    self.store.append(rec)
-                if outcome.parsed:
-                    break
-                c.unparsed += 1
-                unparsed.append(reply)
-            assert outcome is not None
+            call = _JudgeCall(job, spec, inst, task, turn_idx, judge, c)
+            asked = await self._ask_turn(call, tuple(replies), hint if turn_idx == 0 else None, gate)
+            if asked is None:
+                return _fill(out, task, "error")
+            outcome, reply = asked
             idxs = turn.constraint_idxs
             if outcome.values is None:
                 for idx in idxs:
@@ -416,9 +419,78 @@ class Pipeline:
                 return _fill(out, task, "skipped")
         return _fill(out, task, "unparsed")
 
+    async def _ask_turn(
+        self, call: _JudgeCall, replies: tuple[str, ...], hint: CacheHint | None, gate: WarmGate | None
+    ) -> tuple[TurnOutcome, str] | None:
+        """One turn's parsed reply, re-asked while unparsed; None when a call ended in error.
+
+        A re-ask is a follow-up, not the same request again (at temperature 0 that mostly gets the
+        same reply): the unparsed replies, each followed by the benchmark's format rule
+        (docs/design/reask.md). The key covers exactly what is sent, so resume stays exact."""
+        job, inst, task = call.job, call.inst, call.task
+        unparsed: list[str] = []
+        for ask in range(job.cfg.reask + 1):
+            messages = task.messages_for_ask(call.turn_idx, replies, tuple(unparsed))
+            key = self._judge_key(call.judge, messages, ask)
+            parsed: list[TurnOutcome] = []  # filled when this asker is the one that sends
+            send = functools.partial(self._judge_call, call, messages, key, ask, hint, gate, parsed)
+            rec = await self._once(key, send)
+            if rec["status"] == "error":
+                return None
+            reply = rec.get("text") or ""
+            outcome = (
+                parsed[0] if parsed else job.bench.parse(inst, task, call.turn_idx, reply, job.cfg.scoring)
+            )
+            if outcome.parsed:
+                return outcome, reply
+            call.c.unparsed += 1
+            if ask == job.cfg.reask:
+                return outcome, reply
+            unparsed.append(reply)
+        raise AssertionError("unreachable: the last ask returns")
+
+    async def _judge_call(
+        self,
+        call: _JudgeCall,
+        messages: Sequence[Message],
+        key: str,
+        ask: int,
+        hint: CacheHint | None,
+        gate: WarmGate | None,
+        parsed: list[TurnOutcome],
+    ) -> dict[str, Any]:
+        """Send one judge request and store its record (parsed: whether the benchmark read it)."""
+        judge, job = call.judge, call.job
+        if hint is not None and gate is not None:
+            async with gate.warm(hint.key):
+                completion = await judge.complete(_msgs(messages), hint, key=key)
+        else:
+            completion = await judge.complete(_msgs(messages), key=key)
+        rec = completion_record("judgment", key, completion) | {
+            "judge": judge.spec.label,
+            "model": call.spec.label,
+            "benchmark": job.cfg.label,
+            "instance_id": call.inst.instance_id,
+            "task_idx": call.task.task_idx,
+            "turn_idx": call.turn_idx,
+            "ask": ask,
+            "parse": None,
+        }
+        _count_judge_call(
+            call.c, self.judge_counters.setdefault(judge.spec.label, JudgeCounters()), completion
+        )
+        if rec["status"] != "error":
+            outcome = job.bench.parse(
+                call.inst, call.task, call.turn_idx, rec.get("text") or "", job.cfg.scoring
+            )
+            rec["parse"] = "ok" if outcome.parsed else "unparsed"
+            parsed.append(outcome)
+        self.store.append(rec)
+        return rec
+
     def _write_verdict(
         self,
-        key: str,
+        ref: VerdictRef,
         gen_key: str,
         spec: EndpointSpec,
         job: BenchJob,
@@ -431,7 +503,9 @@ class Pipeline:
             {
                 "v": RECORD_VERSION,
                 "kind": "verdict",
-                "key": key,
+                "key": ref.key,
+                "basis": ref.basis,
+                "code": job.scoring_version,  # for a reader: which scoring code derived it
                 "status": status,
                 "model": spec.label,
                 "judge": judge.spec.label if judge is not None else None,
@@ -450,6 +524,40 @@ class Pipeline:
                 "ts": time.time(),
             }
         )
+
+
+def _verdict_rows(
+    inst: Instance, values: Values, unscored: frozenset[int], *, gen_error: bool
+) -> tuple[list[dict[str, Any]], str]:
+    """The verdict's rows and status: every scored constraint in error when the generation failed,
+    else its value (unparsed when no judge reached it); constraints "skipped" get no row."""
+    if gen_error:
+        rows = [
+            _row(con.idx, inst, None, "judge", "error") for con in inst.constraints if con.idx not in unscored
+        ]
+        return rows, "error"
+    rows = []
+    status = "ok"
+    for con in inst.constraints:
+        v, source, st = values.get(con.idx, (None, "judge", "unparsed"))
+        if st == "skipped":
+            continue
+        rows.append(_row(con.idx, inst, v, source, st))
+        if st == "error":
+            status = "error"
+    return rows, status
+
+
+def _count_judge_call(c: Counters, jc: JudgeCounters, completion: Completion) -> None:
+    c.judge_calls += 1
+    c.judge_input_tokens += completion.input_tokens
+    c.judge_output_tokens += completion.output_tokens
+    c.judge_latency_s += completion.latency_s
+    c.judge_cached_tokens += completion.cached_tokens
+    c.cache_saved_usd += completion.cache_saved_usd
+    jc.calls += 1
+    jc.input_tokens += completion.input_tokens
+    jc.output_tokens += completion.output_tokens
 
 
 def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[int, CacheHint]:
@@ -493,6 +601,9 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "cached_tokens": c.cached_tokens,
         "cache_write_tokens": c.cache_write_tokens,
         "cache_saved_usd": c.cache_saved_usd,
+        # Of cost_usd, the worst case of attempts whose bill is unknown; the intents this call resolves.
+        "worst_case_usd": c.worst_case_usd,
+        "intents": list(c.intents),
         "ts": time.time(),
     }
 
@@ -502,9 +613,7 @@ def _decides_only(task: JudgeTask, idxs: frozenset[int]) -> bool:
     return bool(idxs) and all(i in idxs for turn in task.turns for i in turn.constraint_idxs)
 
 
-def _fill(
-    out: dict[int, tuple[bool | None, str, str]], task: JudgeTask, status: str
-) -> dict[int, tuple[bool | None, str, str]]:
+def _fill(out: Values, task: JudgeTask, status: str) -> Values:
     """Constraints of turns never reached (an error, or an early stop) get `status`."""
     for turn in task.turns:
         for idx in turn.constraint_idxs:

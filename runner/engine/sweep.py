@@ -80,6 +80,9 @@ class SweepResult:
     # Pairs that ended in error, by why: an answer's error kind ("context_length", "timeout", ...) or
     # "judge:KIND" when a judge call failed. A sweep with any is "failed" (exit 1): run it again to retry.
     errors_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
+    # Verdicts this run derived anew from stored replies because what they depend on changed (the
+    # scoring code, above all: benchmarks/versions.py); each replaced the verdict its slot held.
+    rescored: int = 0
 
     @property
     def complete(self) -> bool:
@@ -512,6 +515,7 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
         judge=entry(cfg.judge) if cfg.judge is not None else None,
         judges={s.label: entry(s) for s in cfg.judges},
         judge_order=tuple(s.label for s in cfg.judges),
+        model_order=tuple(s.label for s in cfg.models),
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
     )
@@ -568,6 +572,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
             # order names the configured panel, whose first judge reports show by default.
             judges={**old.judges, **new.judges},
             judge_order=new.judge_order,
+            model_order=new.model_order,
             budget_usd=new.budget_usd,
             limits=new.limits,
         )
@@ -646,6 +651,7 @@ def _result(
         errors=sum(c.errors for c in counters.values()),
         spent_usd=spent,
         message=message,
+        rescored=sum(c.rescored for c in counters.values()),
     )
 
 
@@ -701,6 +707,7 @@ def summary_bytes(
         "done": result.done,
         "errors": result.errors,
         "errors_by_kind": dict(result.errors_by_kind),
+        "rescored": result.rescored,
         "spent_usd": result.spent_usd,
         "started_at": started,
         "updated_at": time.time(),

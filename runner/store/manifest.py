@@ -78,6 +78,7 @@ class Manifest:
     # (its verdicts stay), but never changed under the same id.
     judges: Mapping[str, ModelEntry] = field(default_factory=dict)
     judge_order: tuple[str, ...] = ()  # the configured panel's ids, in config order
+    model_order: tuple[str, ...] = ()  # the configured models' ids, in config order (reports list them so)
 
     def __post_init__(self) -> None:
         if self.judge is not None and not self.judges:  # built the way manifests were before panels
@@ -105,6 +106,7 @@ class Manifest:
             "judge": None if self.judge is None else _model_dict(self.judge),
             "judges": {jid: _model_dict(m) for jid, m in sorted(self.judges.items())},
             "judge_order": list(self.judge_order),
+            "model_order": list(self.model_order),
             "scoring_modes": list(self.scoring_modes),
             "budget_usd": self.budget_usd,
             "limits": dict(sorted(self.limits.items())),
@@ -159,6 +161,9 @@ class Manifest:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
             raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
         limits = r.table(top.get("limits", {}), "limits")
+        model_order = top.get("model_order", [])  # absent from manifests written before it was kept
+        if not isinstance(model_order, list) or not all(isinstance(m, str) for m in model_order):
+            raise ManifestError(f"{source}: field 'model_order': expected a list of model ids")
         return cls(
             ifsweep_version=r.get(top, "", "ifsweep_version", str),
             config_hash=r.get(top, "", "config_hash", str),
@@ -170,6 +175,7 @@ class Manifest:
             schema=schema,
             judges=judges,
             judge_order=tuple(order),
+            model_order=tuple(model_order),
         )
 
 

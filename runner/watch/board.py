@@ -160,6 +160,8 @@ def duration(seconds: float | None) -> str:
         return "unknown"
     if seconds == math.inf:
         return "stalled"
+    if 0 < seconds < 0.5:
+        return "<1s"  # left, but under a second: "0s" would read as done
     s = round(seconds)
     if s < 60:
         return f"{s}s"

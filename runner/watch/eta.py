@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 INF = math.inf
 EPS = 1e-9  # below this a count is zero (the walk moves through floats)
+# The least time left shown while work is left: the board reads it as "<1s", never as done.
+OVERDUE_S = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,17 @@ class Outlook:
         return Outlook(
             max(0.0, self.seconds - elapsed_s),
             {k: max(0.0, v - elapsed_s) for k, v in self.finish_s.items()},
+            self.bound,
+            self.calls_per_s,
+        )
+
+    def at_least(self, floor_s: float, busy: set[str]) -> Outlook:
+        """The same outlook with no less than `floor_s` left, overall and for each endpoint in `busy`."""
+        if self.seconds is None:
+            return self
+        return Outlook(
+            max(floor_s, self.seconds),
+            {k: max(floor_s, v) if k in busy else v for k, v in self.finish_s.items()},
             self.bound,
             self.calls_per_s,
         )

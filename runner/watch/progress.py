@@ -122,7 +122,7 @@ class ProgressState:
             self._due = now + max(ETA_EVERY_S, (time.perf_counter() - started) / COST_SHARE)
         paced = self.window.per_s("calls") is not None and any(u.calls for u in use.values())
         seen = self._outlook.later(now - self._walked) if paced else UNKNOWN
-        board = make_board(reading, lanes, settled(seen, lanes, list(use)))
+        board = make_board(reading, lanes, settled(seen, lanes, list(use), reading.judge))
         if self.batches:
             board = dataclasses.replace(board, batches=batch_text([get() for get in self.batches.values()]))
         return board

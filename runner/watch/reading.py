@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ifsweep.runner.watch.board import Board, EndpointRow, Totals, ordered
-from ifsweep.runner.watch.eta import Capacity, Lane, Outlook, capacity, scaled
+from ifsweep.runner.watch.eta import EPS, OVERDUE_S, Capacity, Lane, Outlook, capacity, scaled
 from ifsweep.runner.watch.workload import BenchShape, Tally, calls_left, lanes_of
 
 
@@ -205,11 +205,17 @@ def panel_capacity(caps: list[Capacity | None]) -> Capacity | None:
     )
 
 
-def settled(seen: Outlook, lanes: list[Lane], labels: list[str]) -> Outlook:
-    """`seen` (possibly a few seconds old) with the lanes that have nothing left done now."""
+def settled(seen: Outlook, lanes: list[Lane], labels: list[str], judge: str | None = None) -> Outlook:
+    """`seen` (possibly a few seconds old) with the lanes that have nothing left done now. While work
+    is left, no time left reads zero: a countdown that ran out before the next walk is overdue, not
+    done (the walk is redone within a second or two)."""
     if lanes and not any(lane.busy for lane in lanes):
         return Outlook(0.0, dict.fromkeys(labels, 0.0))  # nothing left to estimate
-    return seen.without({lane.label for lane in lanes if not lane.busy})
+    now = seen.without({lane.label for lane in lanes if not lane.busy})
+    busy = {lane.label for lane in lanes if lane.busy}
+    if judge is not None and any(p.judge_calls > EPS for lane in lanes for p in lane.phases):
+        busy.add(judge)
+    return now.at_least(OVERDUE_S, busy)
 
 
 def make_board(reading: Reading, lanes: list[Lane], seen: Outlook) -> Board:

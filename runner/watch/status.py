@@ -470,7 +470,7 @@ def _board(run_dir: Path, now: float, gathered: _Scan) -> Board:
     reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
-    return make_board(reading, lanes, settled(seen, lanes, list(reading.made())))
+    return make_board(reading, lanes, settled(seen, lanes, list(reading.made()), reading.judge))
 
 
 def _reading(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ifsweep.runner.commands.planning import JUDGE_REPLY_LOW, instance_load
 from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.engine.scheduler import Work
-from ifsweep.runner.watch.eta import Lane, Phase
+from ifsweep.runner.watch.eta import INF, Lane, Phase
 
 # Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
 MIN_SEEN = 5
@@ -136,15 +136,43 @@ def token_means(tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, B
     return TokenMeans(gen, judge)
 
 
-def phase_of(t: Tally, shape: BenchShape, gen_tokens: float, judge_tokens: float) -> Phase:
-    """What is left of one (model, benchmark). Pairs in flight have made some of their calls: those
-    made beyond what the finished pairs needed are taken off what is left."""
+def judge_per_pair(
+    tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, BenchShape], workers: Mapping[str, int]
+) -> dict[str, float]:
+    """Judge calls per pair of each benchmark: the plan's mean (an empty answer's plan) moved into what
+    the calls made so far allow. J calls came from the F pairs finished afresh and the pairs in flight,
+    at most I of them (a model's workers, or its pairs left): so at least J / (F + I) a pair, and at
+    most J / F. Re-asks and follow-ups the plan cannot foresee raise it, stops the reference protocol
+    makes lower it; the plan holds while it is within the bounds (docs/design/progress.md)."""
+    seen: dict[str, list[float]] = {}  # per benchmark: calls made, pairs finished, pairs in flight
+    for (model, bench), t in tallies.items():
+        s = seen.setdefault(bench, [0.0, 0.0, 0.0])
+        left = max(0, t.planned - t.finished)
+        s[0] += t.judge_calls
+        s[1] += max(0, t.finished - t.cached)
+        s[2] += min(left, workers.get(model, left))
+    out = {}
+    for bench, shape in shapes.items():
+        calls, finished, in_flight = seen.get(bench, (0.0, 0.0, 0.0))
+        low = calls / (finished + in_flight) if finished + in_flight else 0.0
+        high = calls / finished if finished else INF
+        out[bench] = min(max(shape.judge_calls, low), high)
+    return out
+
+
+def phase_of(t: Tally, shape: BenchShape, gen_tokens: float, judge_tokens: float, per_pair: float) -> Phase:
+    """What is left of one (model, benchmark), at `per_pair` judge calls a pair (`judge_per_pair`).
+    Pairs in flight have made some of their calls: those made beyond what the finished pairs needed
+    are taken off what is left. A pair answered but not finished has at least one judge call to come
+    (a call is counted when its reply is in), so while one is, the total never reads done."""
     pairs = max(0, t.planned - t.finished)
     fresh = max(0, t.finished - t.cached)
     gen_left = min(pairs, max(0, pairs - max(0, t.gen_calls - fresh)))
-    expected = shape.judge_calls * pairs
-    in_flight = max(0.0, t.judge_calls - shape.judge_calls * fresh)
+    expected = per_pair * pairs
+    in_flight = max(0.0, t.judge_calls - per_pair * fresh)
     judge_left = min(expected, max(0.0, expected - in_flight))
+    if per_pair > 0:
+        judge_left = max(judge_left, float(pairs - gen_left))
     return Phase(pairs, gen_left, judge_left, gen_tokens, judge_tokens, shape.judge_depth)
 
 
@@ -156,11 +184,12 @@ def lanes_of(
 ) -> list[Lane]:
     """One lane per model, its benchmarks in `order` (the order the scheduler takes them)."""
     means = token_means(tallies, shapes)
+    per_pair = judge_per_pair(tallies, shapes, workers)
     models = dict.fromkeys(m for m, _b in tallies)
     lanes = []
     for model in models:
         phases = tuple(
-            phase_of(tallies[(model, b)], shapes[b], means.gen[b], means.judge[b])
+            phase_of(tallies[(model, b)], shapes[b], means.gen[b], means.judge[b], per_pair[b])
             for b in order
             if (model, b) in tallies and b in shapes
         )

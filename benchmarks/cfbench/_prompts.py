@@ -13,10 +13,7 @@ from importlib import resources
 
 from ifsweep.benchmarks.records import Instance
 
-__all__ = ["criteria_block", "format_rule", "judge_template", "render_judge_prompt", "template_hash"]
-
-# 2: paper mode ignores scored lines copied from the prompt (issue 11).
-PARSER_VERSION = "cfbench-parse-2"
+__all__ = ["criteria_block", "format_rule", "judge_template", "render_judge_prompt", "template_version"]
 
 _PLACEHOLDER = re.compile(r"\{(prompt|gold_ans|response|criteria)\}")
 
@@ -38,11 +35,9 @@ def format_rule() -> str:
     return text[text.index("输出格式:") : text.index("\n\n可参考")].rstrip()
 
 
-def template_hash() -> str:
-    """Short sha256 of the template and the parser version (a parser change changes what a verdict means)."""
-    digest = hashlib.sha256(judge_template().encode("utf-8"))
-    digest.update(b"\x00" + PARSER_VERSION.encode())
-    return digest.hexdigest()[:12]
+def template_version() -> str:
+    """Short sha256 of the template (the parser's version is its code's: benchmarks/versions.py)."""
+    return hashlib.sha256(judge_template().encode("utf-8")).hexdigest()[:12]
 
 
 def criteria_block(instance: Instance) -> str:

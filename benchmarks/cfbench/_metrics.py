@@ -17,7 +17,16 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ifsweep.metrics import BenchmarkMetrics, Chart, Components, Leaf, kept_expr, per_instance, split_slice
+from ifsweep.metrics import (
+    BenchmarkMetrics,
+    Chart,
+    Components,
+    Leaf,
+    kept_expr,
+    per_instance,
+    split_slice,
+    streamed,
+)
 from ifsweep.metrics.components import FINAL_SCHEMA
 
 BENCHMARK = "cfbench"
@@ -28,7 +37,7 @@ def _round2(values: np.ndarray) -> np.ndarray:
     return np.round(values, 2)
 
 
-def _instances(rows: pl.DataFrame) -> pl.DataFrame:
+def _instances(rows: pl.LazyFrame) -> pl.DataFrame:
     sat = pl.col("satisfied")
     primary = pl.col("priority") == "primary"
     secondary = pl.col("priority") == "secondary"
@@ -43,7 +52,7 @@ def _instances(rows: pl.DataFrame) -> pl.DataFrame:
         pl.col("split").first(),
         (pl.col("scoring").fill_null("paper") == "reference").all().alias("reference"),
     ]
-    inst = per_instance(rows, BENCHMARK, aggs).collect()
+    inst = streamed(per_instance(rows, BENCHMARK, aggs))
     # The divisions happen in numpy: they must give the reference's floats before it rounds them.
     csr = inst.get_column("n_sat").to_numpy() / np.maximum(inst.get_column("n").to_numpy(), 1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -98,8 +107,8 @@ def _reference_finals(kept: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(out, schema=FINAL_SCHEMA)
 
 
-def cfbench_components(rows: pl.DataFrame) -> Components:
-    """Statistics of the CFBench rows among `rows` (as `metrics.instances.materialized` reads them)."""
+def cfbench_components(rows: pl.LazyFrame) -> Components:
+    """Statistics of the CFBench rows among `rows` (a lazy plan: `metrics.instances.prepared`)."""
     inst = _instances(rows)
     kept_frame = inst.filter(pl.col("kept"))
     kept = kept_frame.lazy()
@@ -111,7 +120,7 @@ def cfbench_components(rows: pl.DataFrame) -> Components:
     return Components(leaves, seen=inst.lazy(), finals=_reference_finals(kept_frame).lazy())
 
 
-def definition(display: str) -> BenchmarkMetrics:
+def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """CSR, ISR, PSR: slices all and split=S; n = instances. Ranked by PSR."""
     by_split = Chart(
         kind="bars",
@@ -122,11 +131,4 @@ def definition(display: str) -> BenchmarkMetrics:
         title="CFBench {metric} by split",
         file="cfbench_by_split.svg",
     )
-    return BenchmarkMetrics(
-        name=BENCHMARK,
-        display=display,
-        headline=METRICS,
-        primary="PSR",
-        components=cfbench_components,
-        charts=(by_split,),
-    )
+    return (BenchmarkMetrics(BENCHMARK, display, METRICS, "PSR", cfbench_components, charts=(by_split,)),)

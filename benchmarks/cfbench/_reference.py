@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ifsweep.benchmarks.cfbench.parse import ReferenceParse, reference_parse
+from ifsweep.benchmarks.cfbench._parse import ReferenceParse, reference_parse
 from ifsweep.benchmarks.records import Instance
 
 __all__ = ["SCORE_COLUMNS", "reference_file_scores", "reference_item_metric", "reference_metric_of"]

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep.benchmarks._files import typed_field
-from ifsweep.benchmarks.cfbench.load import (
+from ifsweep.benchmarks.cfbench._load import (
     instance_from_record,
     load_instances,
     read_json_array,
     wanted_splits,
 )
-from ifsweep.benchmarks.records import DataError, ImportedResult, Instance
+from ifsweep.benchmarks.records import DataError, ImportedResult, Instance, ScoringMode
 
 __all__ = ["expand_paths", "model_from_filename", "read_reference_outputs"]
 
@@ -91,7 +91,7 @@ def _read_file(path: Path, known: Mapping[str, Instance] | None) -> Iterator[Imp
 
 
 def read_reference_outputs(
-    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any]
+    paths: list[Path], data_dir: Path | None, options: Mapping[str, Any], mode: ScoringMode = "paper"
 ) -> Iterator[ImportedResult]:
     """Every stored (model, instance, response, judge reply) of the given files or folders, filtered by
     the `split` option. With `data_dir` the instance comes from the data (and must agree with the

@@ -1,0 +1,1 @@
+"""`ifsweep view`: a read-only web view of a run directory, and its one-file export."""

@@ -1,0 +1,114 @@
+"""`ifsweep view RUN_DIR`: its arguments and what it does. The CLI registers it with `add_view_parser`;
+nothing heavy is imported until the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ifsweep.runner.errors import UsageError
+
+__all__ = ["add_view_parser", "run_view"]
+
+DEFAULT_PORT = 8765
+
+
+def add_view_parser(sub: Any) -> None:
+    """Add the `view` subcommand to the CLI's subparsers."""
+    c = sub.add_parser(
+        "view",
+        help="a read-only web view of a run directory (every answer, verdict and judge call), or its export",
+    )
+    c.add_argument("run_dir", type=Path)
+    c.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; 0: any free port")
+    c.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
+    c.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="where the benchmark data is, to show prompts (default: the built-in samples and the "
+        "download cache)",
+    )
+    c.add_argument(
+        "--export", type=Path, metavar="FILE.html", help="write one self-contained HTML file and exit"
+    )
+    g = c.add_argument_group("export filters (default: disagreements, unparsed, errors and a sample)")
+    g.add_argument("--benchmark", default="", help="only this benchmark table")
+    g.add_argument("--model", default="", help="only this model id")
+    for flag, what in (
+        ("failed", "a failed constraint"),
+        ("unparsed", "an unparsed judge reply"),
+        ("errors", "an error"),
+        ("disagree", "judges that disagree"),
+    ):
+        g.add_argument(f"--{flag}", action="store_true", help=f"pairs with {what}")
+    g.add_argument("--type", default="", dest="ctype", help="pairs with a constraint of this type")
+    g.add_argument("--search", default="", help="pairs whose id, answer or judge replies hold this text")
+    g.add_argument("--sample", type=int, default=20, help="pairs drawn from the rest (default 20)")
+    g.add_argument("--limit", type=int, default=1000, help="at most this many pairs (default 1000)")
+    c.set_defaults(handler=run_view)
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from ifsweep.runner.commands.rundir import require_run_dir
+
+    run_dir: Path = args.run_dir
+    require_run_dir(run_dir)
+    if args.sample < 0 or args.limit < 1:
+        raise UsageError("--sample must be >= 0 and --limit >= 1")
+    data = tuple(args.data)
+    for d in data:
+        if not d.exists():
+            raise UsageError(f"--data {d}: no such file or directory")
+    if args.export is not None:
+        return _export(args, run_dir, data)
+    return _serve(args, run_dir, data)
+
+
+def _export(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> int:
+    from ifsweep.runner.view.export import Selection, write_export
+    from ifsweep.runner.view.filters import Filters
+    from ifsweep.runner.view.server import ViewState
+
+    state = ViewState.open(run_dir, data)
+    filters = Filters(args.failed, args.unparsed, args.errors, args.disagree, args.ctype, args.search.strip())
+    sel = Selection(filters, args.benchmark, args.model, args.sample, args.limit)
+    n = write_export(state.index, state.source, sel, args.export, state.panel)
+    print(f"[ifsweep] wrote {args.export}: the overview and {n} instances")
+    return 0
+
+
+def _serve(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> int:
+    import anyio
+
+    from ifsweep.runner.view.server import LOOPBACK, ViewState, bind, serve_forever
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: expected 0-65535")
+    sock = bind(args.host, args.port)
+    if args.host not in LOOPBACK:
+        print(
+            f"[ifsweep] warning: --host {args.host}: anyone who can reach this address can read the run's "
+            "prompts, answers and judge replies (the viewer has no login)",
+            file=sys.stderr,
+        )
+    try:
+        state = ViewState.open(run_dir, data)
+    except BaseException:
+        sock.close()
+        raise
+
+    def ready(url: str) -> None:
+        print(f"[ifsweep] viewing {run_dir} at {url} (Ctrl-C stops)", flush=True)
+
+    try:
+        anyio.run(serve_forever, state, sock, ready)
+    except KeyboardInterrupt:
+        print("[ifsweep] view stopped", file=sys.stderr)
+    finally:
+        state.index.close()
+    return 0

@@ -1,0 +1,152 @@
+"""`ifsweep view RUN_DIR --export FILE.html`: the overview and chosen instances in one file that needs
+no server and no network (CSS and JS inline, links are anchors), for sharing and CI artifacts.
+
+Without filters it holds what deserves a look: every pair where judges disagree, a reply was unparsed or
+something ended in error, plus a sample of the rest (seeded, so the same run exports the same file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ifsweep.runner.view.detail import instance_detail
+from ifsweep.runner.view.filters import Filters, flags_of, searchable, select
+from ifsweep.runner.view.html import AnchorLinks, anchor, esc, link, page, table
+from ifsweep.runner.view.index import RunIndex
+from ifsweep.runner.view.instance_page import instance_body
+from ifsweep.runner.view.marks import Entry
+from ifsweep.runner.view.overview import leaderboards, overview
+from ifsweep.runner.view.pages import marks_cell, overview_body
+from ifsweep.runner.view.sources import InstanceSource
+
+__all__ = ["Chosen", "Selection", "choose", "export_html"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    filters: Filters = field(default_factory=Filters)
+    benchmark: str = ""
+    model: str = ""
+    sample: int = 20  # pairs drawn from the rest, over the whole run
+    limit: int = 1000  # at most this many pairs in the file
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    bench: str
+    model: str
+    entry: Entry
+    why: str  # disagree | unparsed | errors | filter | sample
+
+
+def _why(entry: Entry, types: tuple[str | None, ...]) -> str:
+    flags = flags_of(entry, types)
+    return next((name for name in ("disagree", "unparsed", "errors") if flags[name]), "")
+
+
+def choose(index: RunIndex, sel: Selection) -> list[Chosen]:
+    """The pairs an export holds: the filters' (or the flagged ones), then the sample, up to the limit."""
+    picked: list[Chosen] = []
+    rest: list[tuple[str, str, Entry]] = []
+    for (bench, model), group in index.groups.items():
+        if (sel.benchmark and bench != sel.benchmark) or (sel.model and model != sel.model):
+            continue
+
+        def types_of(iid: str, bench: str = bench) -> tuple[str | None, ...]:
+            return index.types.get((bench, iid), ())
+
+        def texts_of(e: Entry) -> Iterable[str]:
+            return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
+
+        if sel.filters.any:
+            kept = {id(e) for e in select(group.values(), types_of, sel.filters, texts_of)}
+        else:
+            kept = {id(e) for e in group.values() if _why(e, types_of(e.instance_id))}
+        for e in group.values():
+            if id(e) in kept:
+                why = "filter" if sel.filters.any else _why(e, types_of(e.instance_id))
+                picked.append(Chosen(bench, model, e, why))
+            else:
+                rest.append((bench, model, e))
+
+    def draw(item: tuple[str, str, Entry]) -> bytes:
+        return hashlib.sha256(f"{sel.seed}\0{item[0]}\0{item[1]}\0{item[2].instance_id}".encode()).digest()
+
+    sample = sorted(rest, key=draw)[: sel.sample]
+    picked += [Chosen(b, m, e, "sample") for b, m, e in sample]
+    return picked[: sel.limit]
+
+
+def export_html(
+    index: RunIndex, source: InstanceSource, sel: Selection, panel: tuple[str, ...] = ()
+) -> tuple[str, int]:
+    """The file's text, and how many pairs it holds."""
+    chosen = choose(index, sel)
+    links = AnchorLinks(
+        included=frozenset((c.bench, c.model, c.entry.instance_id) for c in chosen),
+        groups=frozenset((c.bench, c.model) for c in chosen),
+    )
+    ov = overview(index, leaderboards(index.run_dir), panel)
+    judges = [j for j in panel if j in index.judges] + [j for j in index.judges if j not in panel]
+    judges = judges or [None]
+    groups: dict[tuple[str, str], list[Chosen]] = {}
+    for c in chosen:
+        groups.setdefault((c.bench, c.model), []).append(c)
+    parts = [f'<section id="overview">{overview_body(ov, links)}</section>', _heading(sel, chosen)]
+    for (bench, model), items in groups.items():
+        head = ["instance", *(esc(j) if j is not None else "verdict" for j in judges), "why"]
+        rows = [
+            [
+                link(links.instance(bench, model, c.entry.instance_id), c.entry.instance_id, "iid"),
+                *(marks_cell(c.entry.mark(j)) for j in judges),
+                f'<span class="flag">{esc(c.why)}</span>',
+            ]
+            for c in items
+        ]
+        parts.append(
+            f'<section class="export-group" id="{anchor("g", bench, model)}">'
+            f"<h2>{esc(bench)} · {esc(model)}</h2>{table(head, rows, 'grid list')}</section>"
+        )
+    for c in chosen:
+        d = instance_detail(index, source, c.bench, c.model, c.entry.instance_id, panel)
+        if d is not None:
+            parts.append(
+                f'<section class="export-instance" id="{anchor("i", c.bench, c.model, c.entry.instance_id)}">'
+                f"{instance_body(d, links)}</section>"
+            )
+    return page(f"{ov.run} · ifsweep export", "".join(parts), inline=True), len(chosen)
+
+
+def _heading(sel: Selection, chosen: list[Chosen]) -> str:
+    made = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    what = (
+        "the pairs the filters keep"
+        if sel.filters.any
+        else "every pair where judges disagree, a judge reply was unparsed or something ended in error"
+    )
+    counts: dict[str, int] = {}
+    for c in chosen:
+        counts[c.why] = counts.get(c.why, 0) + 1
+    tally = ", ".join(f"{k}: {n}" for k, n in counts.items()) or "none"
+    return (
+        f'<section id="selection"><h2>Instances in this file</h2><p>{len(chosen)} pairs: {esc(what)}, '
+        f"plus a sample of {sel.sample} of the rest (at most {sel.limit} in all) · {esc(tally)} · "
+        f"exported {made}</p></section>"
+    )
+
+
+def write_export(
+    index: RunIndex, source: InstanceSource, sel: Selection, out: Path, panel: tuple[str, ...] = ()
+) -> int:
+    """Write the export atomically; returns the number of pairs it holds."""
+    text, n = export_html(index, source, sel, panel)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return n

@@ -1,0 +1,187 @@
+"""The viewer's index of a run: per (benchmark, model), its instances and where their records are.
+
+Built in one pass over every writer's shards, then kept current by reading only the bytes each shard
+has grown by since (a live sweep appends while the viewer runs). Texts are never held: the key index
+(runner.store.keyindex, about 40 bytes a record, filled in one vectorized load per pass) says where each
+record lives, and a page reads the few it shows back with `pread`, re-verifying their checksums.
+Precedence is the store's own: the newest record per key, except that an error never replaces a success.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ifsweep.runner.store.keyindex import KeyIndex, normalized
+from ifsweep.runner.store.shards import DamageReport, decode_record, parse_line, shard_files
+from ifsweep.runner.view.marks import Entry, mark_of, raw, types_of
+
+__all__ = ["RunIndex"]
+
+_CHUNK = 16 << 20
+_OFF_BITS = 40  # KeyIndex's packing: the file number above a 40-bit offset
+Group = tuple[str, str]  # (benchmark label, model label)
+
+
+@dataclass(slots=True)
+class _File:
+    path: Path
+    file_no: int
+    offset: int = 0  # bytes read: always the end of a whole line
+    good_end: int = 0  # the end of the last valid line (a writer may cut its file back to it)
+
+
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """The keys and locations of the lines one refresh read, for one KeyIndex.load."""
+
+    keys: bytearray = field(default_factory=bytearray)
+    locs: array[int] = field(default_factory=lambda: array("Q"))
+    metas: array[int] = field(default_factory=lambda: array("I"))
+
+
+@dataclass(eq=False, slots=True)
+class RunIndex:
+    """Per (benchmark, model), the instances in first-seen order, with their verdict marks and keys."""
+
+    run_dir: Path
+    keys: KeyIndex = field(default_factory=KeyIndex)
+    groups: dict[Group, dict[str, Entry]] = field(default_factory=dict)
+    # (benchmark, instance id) -> the constraint type of each constraint index (from verdict rows)
+    types: dict[tuple[str, str], tuple[str | None, ...]] = field(default_factory=dict)
+    # Dollars of every call record ever written (retried errors too: they were paid), per
+    # (benchmark, model, judge id or None for the model's own answers).
+    cost: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
+    judges: dict[str | None, None] = field(default_factory=dict)  # every judge a verdict names, in order
+    damaged: list[DamageReport] = field(default_factory=list)
+    version: int = 0  # valid lines read so far: what caches of derived views key on
+    _files: list[_File] = field(default_factory=list)
+    _by_path: dict[Path, _File] = field(default_factory=dict)
+    _fds: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, run_dir: Path) -> RunIndex:
+        index = cls(Path(run_dir))
+        index.refresh()
+        return index
+
+    def refresh(self) -> int:
+        """Read what the shards gained since the last call; returns the number of new valid lines."""
+        before = self.version
+        batch = _Batch()
+        for _, _, path in shard_files(self.run_dir):
+            f = self._by_path.get(path)
+            if f is None:
+                f = self._by_path[path] = _File(path, len(self._files))
+                self._files.append(f)
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size < f.offset:  # the writer cut a damaged tail we had passed over: read on from there
+                f.offset = min(f.good_end, size)
+            if size > f.offset:
+                for off, line in _lines(f):
+                    self._add(f, off, line, batch)
+        self.keys.load(batch.keys, batch.locs, batch.metas)
+        return self.version - before
+
+    def _add(self, f: _File, off: int, line: bytes, batch: _Batch) -> None:
+        head = parse_line(line)
+        if type(head) is not tuple:
+            self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
+            return
+        key, kind, is_error = head
+        n = len(line) + 1
+        f.good_end = off + n
+        self.version += 1
+        batch.keys += normalized(key)
+        batch.locs.append(f.file_no << _OFF_BITS | off)
+        batch.metas.append(n << 1 | is_error)
+        if kind in ("generation", "judgment", "verdict"):
+            self._attach(kind, decode_record(line), key)
+
+    def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
+        bench, model = str(rec.get("benchmark")), str(rec.get("model"))
+        if kind != "verdict":
+            judge = rec.get("judge") if kind == "judgment" else None
+            slot = (bench, model, None if judge is None else str(judge))
+            cost = rec.get("cost_usd")
+            if type(cost) is float or type(cost) is int:
+                self.cost[slot] = self.cost.get(slot, 0.0) + cost
+        group = self.groups.get((bench, model))
+        if group is None:
+            group = self.groups[(bench, model)] = {}
+        iid = str(rec.get("instance_id"))
+        entry = group.get(iid)
+        if entry is None:
+            entry = group[sys.intern(iid)] = Entry(sys.intern(iid))
+        if kind == "verdict":
+            mark = mark_of(rec)
+            entry.put_mark(mark)
+            self.judges.setdefault(mark.judge, None)
+            if (bench, iid) not in self.types:
+                self.types[(bench, entry.instance_id)] = types_of(rec)
+        elif kind == "generation":
+            if entry.gen_key is None:
+                entry.gen_key = key
+        else:
+            entry.put_call(key)
+
+    # ---------------------------------------------------------------------------------------- reads
+
+    def record(self, key: bytes | str) -> dict[str, Any] | None:
+        """The newest record of `key` (raw or hex), read back from its shard and checked again."""
+        key = raw(key) if isinstance(key, str) else key
+        if not key:
+            return None
+        found = self.keys.get(key)
+        if found is None:
+            return None
+        file_no, offset, length, _ = found
+        fd = self._fds.get(file_no)
+        if fd is None:
+            fd = self._fds[file_no] = os.open(self._files[file_no].path, os.O_RDONLY)
+        line = os.pread(fd, length, offset)[:-1]
+        head = parse_line(line)
+        if type(head) is not tuple or head[0] != key:
+            raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
+        try:
+            return decode_record(line)
+        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
+            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
+    """(offset, line without its newline) of every whole line past `f.offset`; advances it. A line still
+    being written (no newline yet) is left for the next refresh."""
+    with open(f.path, "rb", buffering=0) as fh:
+        fh.seek(f.offset)
+        rest = b""
+        while True:
+            chunk = fh.read(_CHUNK)
+            if not chunk:
+                return
+            data = rest + chunk if rest else chunk
+            end = data.rfind(b"\n")
+            if end < 0:
+                rest = data
+                continue
+            off = f.offset
+            for line in data[:end].split(b"\n"):
+                yield off, line
+                off += len(line) + 1
+            f.offset = off
+            rest = data[end + 1 :]

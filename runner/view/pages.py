@@ -1,0 +1,177 @@
+"""The overview page and the instance list of one (benchmark, model)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, searchable, select
+from ifsweep.runner.view.html import Links, crumbs, esc, link, page, table, usd
+from ifsweep.runner.view.index import RunIndex
+from ifsweep.runner.view.marks import Entry, Mark
+from ifsweep.runner.view.overview import Board, Overview
+
+__all__ = ["board_html", "list_page", "marks_cell", "overview_body", "overview_page", "summary_html"]
+
+
+def summary_html(ov: Overview) -> str:
+    state = ov.state or "no summary.json"
+    kinds = ", ".join(f"{k}: {n}" for k, n in ov.errors_by_kind.items())
+    parts = [
+        f'<span class="state state-{esc(ov.state.replace(" ", "-"))}">{esc(state)}</span>',
+        f"spent {usd(ov.spent_usd)}",
+        f"pairs in error: {esc(kinds)}" if kinds else "no pairs in error",
+    ]
+    if ov.damaged:
+        parts.append(f'<span class="warn">{ov.damaged} damaged shard lines skipped</span>')
+    when = time.strftime("%H:%M:%S", time.localtime(ov.made_at))
+    metrics = time.strftime("%H:%M:%S", time.localtime(ov.metrics_at)) if ov.metrics_at else "-"
+    parts.append(f'<span class="muted">read at {when}, metrics as of {metrics}</span>')
+    return '<p class="summary">' + " · ".join(parts) + "</p>"
+
+
+def board_html(board: Board, links: Links) -> str:
+    judge = f' <span class="judge">judge {esc(board.judge)}</span>' if board.judge is not None else ""
+    head = ["model", *map(esc, board.headers), "pairs", "judged", "errors", "unparsed", "disagree", "cost"]
+    rows = []
+    for r in board.rows:
+
+        def count(n: int, flag: str, model: str = r.model) -> str:
+            href = links.group(board.benchmark, model, {flag: "1"}) if n else ""
+            return link(href, n, "num bad" if n else "num")
+
+        rows.append(
+            [
+                link(links.group(board.benchmark, r.model), r.model, "model"),
+                *(f'<span class="num">{esc(v)}</span>' for v in r.values),
+                f'<span class="num">{r.instances}</span>',
+                f'<span class="num">{r.judged}</span>',
+                count(r.errors, "errors"),
+                count(r.unparsed, "unparsed"),
+                count(r.disagree, "disagree"),
+                f'<span class="num">{usd(r.cost_usd)}</span>',
+            ]
+        )
+    return f'<section class="board"><h2>{esc(board.title)}{judge}</h2>{table(head, rows, "grid")}</section>'
+
+
+def overview_body(ov: Overview, links: Links) -> str:
+    note = f'<p class="warn">{esc(ov.note)}</p>' if ov.note else ""
+    boards = "".join(board_html(b, links) for b in ov.boards) or "<p>No records yet.</p>"
+    return f"<h1>Run {esc(ov.run)}</h1>{summary_html(ov)}{note}{boards}"
+
+
+def overview_page(ov: Overview, links: Links) -> str:
+    return page(
+        f"{ov.run} · ifsweep view",
+        overview_body(ov, links),
+        refresh_s=5 if ov.state == "running" else 0,
+        crumbs=crumbs(links, ov.run),
+    )
+
+
+def marks_cell(mark: Mark | None) -> str:
+    """One judge's verdict on a pair, in counts: satisfied, failed, unparsed, error."""
+    if mark is None:
+        return '<span class="muted">pending</span>'
+    if mark.status_error and not mark.errors:
+        return '<span class="v-error">error</span>'
+    parts = [
+        ("v-yes", "✓", mark.satisfied),
+        ("v-no", "✗", mark.failed),
+        ("v-unparsed", "?", mark.unparsed),
+        ("v-error", "!", mark.errors),
+    ]
+    return " ".join(f'<span class="{c}">{sym}{m.bit_count()}</span>' for c, sym, m in parts if m)
+
+
+def _form(f: Filters, types: Sequence[str], judges: Sequence[str | None]) -> str:
+    boxes = "".join(
+        f'<label><input type="checkbox" name="{name}" value="1"{" checked" if getattr(f, name) else ""}>'
+        f" {label}</label>"
+        for name, label in (
+            ("failed", "failed constraints"),
+            ("unparsed", "unparsed"),
+            ("errors", "errors"),
+            ("disagree", "judges disagree"),
+        )
+    )
+    opts = "".join(
+        f'<option value="{esc(t)}"{" selected" if t == f.ctype else ""}>{esc(t)}</option>' for t in types
+    )
+    jopts = "".join(
+        f'<option value="{esc(j)}"{" selected" if j == f.judge else ""}>{esc(j)}</option>'
+        for j in judges
+        if j is not None
+    )
+    judge = f'<label>judge <select name="judge"><option value="">any</option>{jopts}</select></label>'
+    return (
+        f'<form class="filters" method="get">{boxes}'
+        f'<label>constraint type <select name="type"><option value="">any</option>{opts}</select></label>'
+        f"{judge if len(judges) > 1 else ''}"
+        f'<label>text <input type="search" name="q" value="{esc(f.text)}" placeholder="id, answer, reply">'
+        '</label><button type="submit">Apply</button><a href="?" class="clear">clear</a></form>'
+    )
+
+
+def list_page(
+    index: RunIndex,
+    bench: str,
+    model: str,
+    f: Filters,
+    page_no: int,
+    links: Links,
+    judges: Sequence[str | None],
+) -> str:
+    group = index.groups.get((bench, model), {})
+
+    def types_of(iid: str) -> tuple[str | None, ...]:
+        return index.types.get((bench, iid), ())
+
+    def texts_of(e: Entry) -> Iterable[str]:
+        keys = [e.gen_key, *e.calls]
+        return searchable(index.record(k) for k in keys if k)
+
+    kept = select(group.values(), types_of, f, texts_of)
+    pages = max(1, -(-len(kept) // PAGE_SIZE))
+    page_no = min(max(page_no, 1), pages)
+    shown = kept[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
+    head = ["instance", "constraints", *(esc(j) if j is not None else "verdict" for j in judges), "flags"]
+    rows = [_list_row(index, bench, model, e, links, judges, types_of(e.instance_id)) for e in shown]
+    all_types = sorted({t for (b, _), ts in index.types.items() if b == bench for t in ts if t})
+    pager = _pager(links, bench, model, f, page_no, pages)
+    body = (
+        f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"
+        f'<p class="count"><span id="matched">{len(kept)}</span> of {len(group)} instances'
+        f" · page {page_no} of {pages}</p>{table(head, rows, 'grid list')}{pager}"
+    )
+    trail = crumbs(links, index.run_dir.resolve().name, (links.group(bench, model), f"{bench} · {model}"))
+    return page(f"{bench} · {model} · ifsweep view", body, crumbs=trail)
+
+
+def _list_row(
+    index: RunIndex,
+    bench: str,
+    model: str,
+    e: Entry,
+    links: Links,
+    judges: Sequence[str | None],
+    types: Sequence[str | None],
+) -> list[str]:
+    flags = flags_of(e, types)
+    notes = [name for name in ("disagree",) if flags[name]]
+    return [
+        link(links.instance(bench, model, e.instance_id), e.instance_id, "iid"),
+        f'<span class="num">{len(types)}</span>',
+        *(marks_cell(e.mark(j)) for j in judges),
+        " ".join(f'<span class="flag">{n}</span>' for n in notes),
+    ]
+
+
+def _pager(links: Links, bench: str, model: str, f: Filters, page_no: int, pages: int) -> str:
+    def to(n: int, text: str) -> str:
+        return link(links.group(bench, model, {**f.query(), "page": str(n)}), text, "pagelink")
+
+    prev = to(page_no - 1, "‹ previous") if page_no > 1 else ""
+    nxt = to(page_no + 1, "next ›") if page_no < pages else ""
+    return f'<nav class="pager">{prev} {nxt}</nav>'

@@ -1,0 +1,216 @@
+"""The viewer's HTTP server: aiohttp on a socket bound before anything is served, read-only.
+
+One handler sees every request and routes on the raw path, split into percent-decoded segments, so a
+name holding "/" (model ids often do) stays one segment, and nothing is ever joined into a file path:
+assets are looked up by name in a fixed table. Any method but GET and HEAD gets 405. Pages say where
+they may load from (Content-Security-Policy 'self'), so a page can reach no other host.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from ifsweep.runner.errors import UsageError
+from ifsweep.runner.view.detail import instance_detail
+from ifsweep.runner.view.filters import Filters
+from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
+from ifsweep.runner.view.index import RunIndex
+from ifsweep.runner.view.instance_page import instance_page
+from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview
+from ifsweep.runner.view.pages import list_page, overview_page
+from ifsweep.runner.view.sources import InstanceSource
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = ["LOOPBACK", "ViewState", "bind", "make_app", "serve_forever"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "script-src 'self' 'unsafe-inline'; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+OVERVIEW_EVERY_S = 2.0  # while shards grow, the leaderboards are recomputed at most this often
+
+
+@dataclass(eq=False, slots=True)
+class ViewState:
+    """The index and the data source the pages read; the last leaderboards and overview made."""
+
+    index: RunIndex
+    source: InstanceSource
+    panel: tuple[str, ...] = ()
+    links: UrlLinks = field(default_factory=UrlLinks)
+    boards: Leaderboards = field(default_factory=Leaderboards)
+    _boards_seen: int = -1  # the index version the leaderboards were computed at
+    _computing: bool = False
+    _overview: Overview | None = None
+    _overview_seen: tuple[int, float] = (-1, 0.0)
+
+    @classmethod
+    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
+        from ifsweep.runner.store.manifest import ManifestError, read_manifest
+
+        try:
+            manifest = read_manifest(run_dir)
+        except ManifestError:
+            manifest = None  # an old or damaged manifest: the records still show, the prompts do not
+        panel = manifest.judge_order if manifest is not None else ()
+        state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
+        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+        return state
+
+    @property
+    def run(self) -> str:
+        return self.index.run_dir.resolve().name
+
+    def judges(self) -> list[str | None]:
+        found = self.index.judges
+        return [j for j in self.panel if j in found] + [j for j in found if j not in self.panel] or [None]
+
+    def boards_stale(self) -> bool:
+        """The shards changed since the leaderboards were read, and they are old enough to redo."""
+        return (
+            not self._computing
+            and self.index.version != self._boards_seen
+            and time.time() - self.boards.read_at >= OVERVIEW_EVERY_S
+        )
+
+    async def recompute_boards(self) -> None:
+        """The leaderboards again, on a worker thread: pages are served meanwhile, with the last ones."""
+        import anyio.to_thread
+
+        self._computing, seen = True, self.index.version
+        try:
+            self.boards = await anyio.to_thread.run_sync(leaderboards, self.index.run_dir)
+            self._boards_seen = seen
+        finally:
+            self._computing = False
+
+    def overview(self) -> Overview:
+        self.index.refresh()
+        seen = (self.index.version, self.boards.read_at)
+        if self._overview is None or seen != self._overview_seen:
+            self._overview, self._overview_seen = overview(self.index, self.boards, self.panel), seen
+        return self._overview
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    from aiohttp import web
+
+    return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
+
+
+def _not_found(what: str) -> web.Response:
+    return _html(page("not found", f"<h1>Not found</h1><p>{esc(what)}</p>"), 404)
+
+
+def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.Response:
+    """The response to a GET of these path segments (already percent-decoded)."""
+    from aiohttp import web
+
+    if segments == [""]:
+        return _html(overview_page(state.overview(), state.links))
+    head, rest = segments[0], segments[1:]
+    if head == "static" and len(rest) == 1 and rest[0] in ASSETS:
+        return web.Response(body=asset(rest[0]), content_type=ASSETS[rest[0]], headers=_HEADERS)
+    if head == "list" and len(rest) == 2:
+        state.index.refresh()
+        if tuple(rest) not in state.index.groups:
+            return _not_found(f"the run holds nothing of model {rest[1]!r} on {rest[0]!r}")
+        try:
+            page_no = int(query.get("page", "1"))
+        except ValueError:
+            page_no = 1
+        f = Filters.from_query(query)
+        return _html(list_page(state.index, rest[0], rest[1], f, page_no, state.links, state.judges()))
+    if head == "instance" and len(rest) == 3:
+        state.index.refresh()
+        d = instance_detail(state.index, state.source, rest[0], rest[1], rest[2], state.panel)
+        if d is None:
+            return _not_found(f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}")
+        return _html(instance_page(d, state.links, state.run))
+    return _not_found("no such page")
+
+
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+
+
+def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
+    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group."""
+    from aiohttp import web
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if request.method not in ("GET", "HEAD"):
+            return web.Response(
+                status=405, text="read-only: GET and HEAD only\n", headers={"Allow": "GET, HEAD", **_HEADERS}
+            )
+        # The path as sent: percent-encoded slashes stay inside their segment, and ".." is just a name.
+        raw = request.raw_path.split("?", 1)[0]
+        segments = [unquote(s) for s in raw.split("/")[1:]]
+        response = route(state, segments, dict(request.query))
+        if segments == [""] and spawn is not None and state.boards_stale():
+            spawn(state.recompute_boards)
+        return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    return app
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a UsageError that says why not (a port in use, a host that is not ours)."""
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise UsageError(f"--host {host}: cannot be resolved ({e.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT only; a listener still wins
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(
+                f"port {port} on {host} is already in use; pick another with --port (0: any free port)"
+            ) from None
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+async def serve_forever(state: ViewState, sock: socket.socket, ready: Callable[[str], None]) -> None:
+    """Serve until cancelled (Ctrl-C); `ready` gets the URL once requests are answered."""
+    import anyio
+    from aiohttp import web
+
+    async with anyio.create_task_group() as tg:
+
+        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+            tg.start_soon(work)
+
+        runner = web.AppRunner(make_app(state, spawn), access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.SockSite(runner, sock)
+            await site.start()
+            ready(url_of(sock))
+            await anyio.sleep_forever()
+        finally:
+            await runner.cleanup()
