@@ -63,9 +63,11 @@ def lock_writer(path: Path, writer: str) -> int:
             "use a different writer id (partitions do) or wait for it to finish"
         )
     me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv), "at": time.time()}
-    data = orjson.dumps(me)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, orjson.dumps(me), 0)
+    except OSError:
+        pass  # a full disk: the lock holds all the same; a refusal then names no process
     return fd
 
 

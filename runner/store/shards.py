@@ -39,6 +39,7 @@ from ifsweep.runner.store.keyindex import KeyIndex, normalized
 from ifsweep.runner.store.locks import WriterBusyError, lock_writer
 
 __all__ = [
+    "DISK_FULL_ADVICE",
     "SHARDS_DIR",
     "DamageReport",
     "DiskFullError",
@@ -46,6 +47,7 @@ __all__ = [
     "ShardLine",
     "WriterBusyError",
     "decode_record",
+    "disk_full",
     "encode_line",
     "parse_line",
     "record_key",
@@ -78,6 +80,20 @@ def record_key(obj: object) -> str:
 class DiskFullError(OSError):
     """The disk (or the file size limit) is full. The shard still ends on a whole line; the unwritten
     records stay buffered, so a later flush() may succeed, and a reopen resumes from what is on disk."""
+
+
+# What to do about a DiskFullError, wherever it stops a run (runner/engine/sweep.py, the CLI).
+DISK_FULL_ADVICE = "free space (or raise the limit) and run the same command again to resume"
+
+
+def disk_full(e: OSError, what: str) -> OSError:
+    """`e` as a DiskFullError saying `what` was lost when it is a full disk, quota or file size limit;
+    any other error as it is."""
+    if e.errno not in _FULL_ERRNOS:
+        return e
+    return DiskFullError(
+        e.errno, f"{what}: disk full or file size limit reached ({os.strerror(e.errno or 0)})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -647,13 +663,8 @@ class RunStore:
                     os.fsync(batch.fd)
             except OSError as e:
                 os.ftruncate(batch.fd, batch.base)
-                err = e
-                if e.errno in _FULL_ERRNOS:
-                    err = DiskFullError(
-                        e.errno,
-                        f"{path}: disk full or file size limit reached ({os.strerror(e.errno or 0)}); "
-                        f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}",
-                    )
+                lost = f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}"
+                err = disk_full(e, f"{path}: {lost}")
                 batch.failed = err
                 raise err from e
             batch.written = True
