@@ -281,7 +281,7 @@ class BatchEndpoint:
         return call.result
 
     def _worst(self, messages: Sequence[Mapping[str, str]]) -> float:
-        return self._price.cost(estimate_tokens(messages), self._max_out) if self._price else 0.0
+        return self._price.worst_case(estimate_tokens(messages), self._max_out) if self._price else 0.0
 
     def _release(self, call: _Call, cost: float) -> None:
         if call.reservation is not None:
@@ -614,7 +614,12 @@ class BatchEndpoint:
             worst = call.worst if call is not None else 0.0
             cost = worst  # no usage: charge the reservation, the only bound we have
         else:
-            cost = self._price.cost(inp, out) if self._price else 0.0
+            cost = (
+                self._price.cost(inp, out, reply.cached_tokens, reply.cache_write_tokens)
+                if self._price
+                else 0.0
+            )
+        saved = self._price.cost(inp, out) - cost if self._price and not estimated else 0.0
         return Completion(
             status=reply_status(reply),
             text=self._redact(reply.text) if reply.text else reply.text,
@@ -626,6 +631,9 @@ class BatchEndpoint:
             attempts=self._tries.get(key, 1),
             path=self.path,
             usage_estimated=estimated,
+            cached_tokens=reply.cached_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_saved_usd=saved,
         )
 
     def _error(self, kind: ErrorKind, message: str, cost: float) -> Completion:

@@ -25,22 +25,25 @@ if TYPE_CHECKING:
     from ifsweep.runner.watch.status import StatusReport
 
 
-def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None], int]:
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None], int]:
     """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
-    judge) of the instances its config selects, the judges they hold, and how many instances judged
-    beyond that (a lowered `limit`) were left out; UsageError for a judge the run has no verdicts of."""
+    judge) of the instances its config selects, lazily (metrics stream them), the judges they hold, and
+    how many instances judged beyond those (a lowered `limit`) were left out; UsageError for a judge
+    the run has no verdicts of."""
+    import polars as pl
+
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import load_verdict_rows
+    from ifsweep.runner.store.compact import scan_verdict_rows
 
     require_run_dir(run_dir)
-    rows, beyond = planned_rows(run_dir, load_verdict_rows(run_dir))
-    if rows.height == 0:
+    rows, beyond = planned_rows(run_dir, scan_verdict_rows(run_dir))
+    if metrics.streamed(rows.select(pl.len())).item() == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     try:
         chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
     except ValueError as e:
         raise UsageError(f"{run_dir}: {e}") from None
-    return chosen.collect(), judges, beyond
+    return chosen, judges, beyond
 
 
 def report(
@@ -71,7 +74,12 @@ def report(
         else:
             panel = _panel_section(run_dir, catalog)
             text = metrics.render_html(
-                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+                table,
+                catalog,
+                analytics,
+                _paired_primary(rows, table, catalog),
+                judges=panel,
+                judge=judges[0],
             )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,15 +137,16 @@ def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
     return found if len(found.judges) > 1 else None
 
 
-def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
-    """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
+def _paired_primary(rows: pl.LazyFrame, table: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
+    """Model-vs-model differences on each benchmark's ranking metric (each benchmark of `table`, the
+    rows' metrics): which gaps are real."""
     import polars as pl
 
     from ifsweep import metrics
 
     parts = [
         metrics.paired_differences(rows, catalog, bench, catalog.primary(bench))
-        for bench in sorted(set(rows.get_column("benchmark").to_list()))
+        for bench in sorted(set(table.get_column("benchmark").to_list()))
         if catalog.get(bench) is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame()

@@ -130,13 +130,11 @@ async def show_batches(run_dir: Path, cancel: bool) -> int:
 
 
 def _client(session: Any, b: OpenBatch) -> Any:
-    from ifsweep.providers.batch.clients import LiteLLMBatchClient, OpenAIBatchClient
-    from ifsweep.providers.send.fast import DUMMY_KEY, FAST_PROVIDERS
+    from ifsweep.providers.batch.choose import batch_client
+    from ifsweep.providers.send.fast import FAST_PROVIDERS
 
     key = os.environ.get(b.api_key_env) if b.api_key_env else None
-    if b.provider in FAST_PROVIDERS and b.api_base:
-        return OpenAIBatchClient(session, b.api_base, key or DUMMY_KEY)
-    return LiteLLMBatchClient(b.provider, b.api_base, key)
+    return batch_client(b.provider, b.api_base, key, lambda _: session, fast=b.provider in FAST_PROVIDERS)
 
 
 async def _show_one(b: OpenBatch, client: Any, store: RunStore | None) -> bool:

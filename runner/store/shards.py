@@ -36,7 +36,7 @@ import anyio.to_thread
 import orjson
 
 from ifsweep.runner.store.keyindex import KeyIndex, normalized
-from ifsweep.runner.store.locks import WriterBusyError, lock_writer
+from ifsweep.runner.store.locks import WRITER_RE, WriterBusyError, lock_writer
 
 __all__ = [
     "DISK_FULL_ADVICE",
@@ -63,7 +63,6 @@ _KIND_OPEN = b',"kind":"'
 _ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
 _KEY_RE = re.compile(r"(?:[0-9a-f]{2}){8,32}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_WRITER_RE = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _FILE_RE = re.compile(r"([A-Za-z0-9_.]{1,64})-(\d{5,})\.jsonl")
 _READ_CHUNK = 16 << 20
 # Past this much unwritten data, append() writes synchronously even when a flusher runs: backpressure
@@ -385,7 +384,7 @@ class RunStore:
         process loses nothing it appended, and groups only the fsyncs (a power cut loses at most
         `flush_ms` of records). Without it, records are also written in groups: faster, but a kill -9
         loses the records of the last group too."""
-        if _WRITER_RE.fullmatch(writer_id) is None:
+        if WRITER_RE.fullmatch(writer_id) is None:
             raise ValueError(f"writer_id must match [A-Za-z0-9_.]{{1,64}}, got {writer_id!r}")
         if flush_records < 1 or flush_ms <= 0 or rotate_bytes < 1024:
             raise ValueError("flush_records >= 1, flush_ms > 0 and rotate_bytes >= 1024 are required")
@@ -529,6 +528,13 @@ class RunStore:
                 self._full.set()
         if len(self._buf) > _HARD_BUFFER_BYTES:
             self.flush()
+
+    def append_now(self, record: Mapping[str, Any]) -> None:
+        """Append and hand to the kernel at once whatever the mode, for a record that must outlive a
+        kill -9 of this process before the caller goes on (an intent, runner/store/intents.py)."""
+        self.append(record)
+        if not self.write_through:
+            self._write_now()
 
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""
