@@ -37,6 +37,7 @@ from ifsweep.runner.engine.scheduler import (
     run_models,
     worker_cap,
 )
+from ifsweep.runner.store.atomic import atomic_write
 from ifsweep.runner.store.intents import INTENT, SPEND_KINDS, SpendScan, StoreIntents
 from ifsweep.runner.store.keys import endpoint_identity
 from ifsweep.runner.store.locks import lock_run
@@ -50,7 +51,7 @@ from ifsweep.runner.store.manifest import (
     relabel_legacy_judge,
     write_manifest,
 )
-from ifsweep.runner.store.shards import DiskFullError
+from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
 from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
@@ -513,8 +514,9 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
                 template_version=job.template_version,
                 scoring=job.cfg.scoring,
                 settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
+                instances=tuple(inst.instance_id for inst in instances),
             )
-            for job, _ in work.jobs
+            for job, instances in work.jobs
         },
         models={s.label: entry(s) for s in cfg.models},
         judge=entry(cfg.judge) if cfg.judge is not None else None,
@@ -584,6 +586,8 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_manifest(run_dir, new)
+    except DiskFullError:
+        raise  # the disk-full stop (resumable), not a config to fix
     except OSError as e:
         raise ConfigError(
             cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
@@ -594,7 +598,7 @@ def _describe(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup):
         return "; ".join(dict.fromkeys(_describe(x) for x in e.exceptions))
     if isinstance(e, DiskFullError):
-        return f"{e.strerror or e}; free space (or raise the limit) and run the same command again to resume"
+        return f"{e.strerror or e}; {DISK_FULL_ADVICE}"
     return f"{type(e).__name__}: {e}"
 
 
@@ -687,7 +691,7 @@ def write_summary(
     atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
     `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
     data = summary_bytes(status, result, counters, tally, started, state, coordinator)
-    atomic_write(run_dir / summary_name(writer_id), data)
+    atomic_write(run_dir / summary_name(writer_id), data, in_place_if_full=True)
 
 
 def summary_bytes(
@@ -736,12 +740,3 @@ def summary_bytes(
     if coordinator is not None:
         body["coordinator"] = coordinator
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
