@@ -22,6 +22,8 @@ from sweeps import stored_records, toml_config
 
 import ifsweep
 from ifsweep.runner.store.compact import load_verdict_rows
+from ifsweep.runner.store.shards import RunStore, record_key
+from ifsweep.runner.watch.status import status_views
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 SUBPACKAGES = ("benchmarks", "metrics", "providers", "runner", "simulator")
@@ -105,3 +107,33 @@ def test_a_changed_parser_rescores_the_stored_replies_with_no_request(
     again = run_cli(cfg)
     assert again.returncode == 0 and "re-scored" not in again.stderr
     assert json.loads((out / "summary.json").read_text())["rescored"] == 0
+
+
+def test_a_directory_of_older_verdict_keys_is_rescored_once_and_counted_once(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """A run directory written when a verdict's key also held what it depends on (its records have no
+    "basis"): a resume derives every verdict again under its slot's key at no cost, and every reader
+    (report, status, the board) counts each slot once, the newest verdict."""
+    done = tmp_path / "done"
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(toml_config(done, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
+    assert run_cli(cfg).returncode == 0
+    older = tmp_path / "older"  # the same results, its verdicts as the older scheme keyed them
+    with RunStore.open(older, writer_id="main") as store:
+        for rec in stored_records(done, {"generation", "judgment", "verdict"}):
+            if rec["kind"] == "verdict":
+                rec = {k: v for k, v in rec.items() if k not in ("basis", "code")}
+                rec["key"] = record_key({"older": rec["key"]})
+            store.append(rec)
+    shutil.copy(done / "manifest.json", older / "manifest.json")
+    cfg.write_text(toml_config(older, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
+    sent = sim.stats.requests
+    resumed = run_cli(cfg)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sim.stats.requests == sent
+    assert len(stored_records(older, {"verdict"})) == 8  # four of each scheme
+    assert judged(older) == judged(done)
+    board, report = status_views(older)
+    assert board.totals.pairs_done == 4 and board.totals.errors == 0
+    assert [(r["done"], r["errors"]) for r in report.rows] == [(4, 0)]

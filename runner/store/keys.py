@@ -36,6 +36,7 @@ __all__ = [
     "judge_key",
     "verdict_basis",
     "verdict_key",
+    "verdict_slot",
 ]
 
 # 1: keys without the endpoint or the instance (ifsweep <= 0.1.0 before issue 12); 2: this module.
@@ -83,6 +84,22 @@ def verdict_key(*, benchmark: str, instance_id: str, model: str, judge: str | No
         "scoring": scoring,
     }
     return record_key({"t": "verdict", **slot})
+
+
+def verdict_slot(record: Mapping[str, Any]) -> str:
+    """The slot a stored verdict record fills: its key. A record written when verdict keys also held
+    what the verdict depends on (it has no "basis") fills the slot its fields name: a directory resumed
+    since holds a newer record for that slot, and readers count the slot once."""
+    if "basis" in record:
+        return str(record["key"])
+    judge = record.get("judge")
+    return verdict_key(
+        benchmark=str(record.get("benchmark")),
+        instance_id=str(record.get("instance_id")),
+        model=str(record.get("model")),
+        judge=None if judge is None else str(judge),
+        scoring=str(record.get("scoring")),
+    )
 
 
 def verdict_basis(
