@@ -109,12 +109,13 @@ def test_a_changed_parser_rescores_the_stored_replies_with_no_request(
     assert json.loads((out / "summary.json").read_text())["rescored"] == 0
 
 
-def test_a_directory_of_older_verdict_keys_is_rescored_once_and_counted_once(
+def test_a_directory_of_the_older_scheme_resumes_rescores_and_counts_once(
     tmp_path: Path, sim: SimulatorThread
 ) -> None:
-    """A run directory written when a verdict's key also held what it depends on (its records have no
-    "basis"): a resume derives every verdict again under its slot's key at no cost, and every reader
-    (report, status, the board) counts each slot once, the newest verdict."""
+    """A run directory written by the build before (issue 21.2's case): its verdict keys also held what
+    the verdict depends on (records without "basis"), and its manifest's template versions mixed in a
+    hand-kept parser version. A resume is not refused: it derives every verdict again under its slot's
+    key at no cost and says so, and every reader (report, status, the board) counts each slot once."""
     done = tmp_path / "done"
     cfg = tmp_path / "sweep.toml"
     cfg.write_text(toml_config(done, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
@@ -126,14 +127,34 @@ def test_a_directory_of_older_verdict_keys_is_rescored_once_and_counted_once(
                 rec = {k: v for k, v in rec.items() if k not in ("basis", "code")}
                 rec["key"] = record_key({"older": rec["key"]})
             store.append(rec)
-    shutil.copy(done / "manifest.json", older / "manifest.json")
+    manifest = json.loads((done / "manifest.json").read_text())
+    entry = manifest["benchmarks"]["infobench"]
+    del entry["template_scheme"]
+    entry["template_version"] = "0ab1c2d3e4f5"  # the prompts and "infobench-parse-2"
+    (older / "manifest.json").write_text(json.dumps(manifest))
     cfg.write_text(toml_config(older, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
     sent = sim.stats.requests
     resumed = run_cli(cfg)
     assert resumed.returncode == 0, resumed.stderr
     assert sim.stats.requests == sent
+    assert "re-scored 4 verdicts from the stored replies" in resumed.stderr
     assert len(stored_records(older, {"verdict"})) == 8  # four of each scheme
     assert judged(older) == judged(done)
     board, report = status_views(older)
     assert board.totals.pairs_done == 4 and board.totals.errors == 0
     assert [(r["done"], r["errors"]) for r in report.rows] == [(4, 0)]
+
+
+def test_a_changed_template_under_the_current_scheme_is_still_refused(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    out = tmp_path / "run"
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=2))
+    assert run_cli(cfg).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["benchmarks"]["infobench"]["template_scheme"] == 2
+    manifest["benchmarks"]["infobench"]["template_version"] = "0ab1c2d3e4f5"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    refused = run_cli(cfg)
+    assert refused.returncode == 2 and "template version changed" in refused.stderr

@@ -21,7 +21,7 @@ older scheme is refused instead of silently re-buying every result.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ifsweep.providers.pool import resolve_route
@@ -34,6 +34,7 @@ __all__ = [
     "endpoint_identity",
     "generation_key",
     "judge_key",
+    "older_slots",
     "verdict_basis",
     "verdict_key",
     "verdict_slot",
@@ -100,6 +101,11 @@ def verdict_slot(record: Mapping[str, Any]) -> str:
         judge=None if judge is None else str(judge),
         scoring=str(record.get("scoring")),
     )
+
+
+def older_slots(verdicts: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The slots of the verdict records written before verdict keys named slots (`verdict_slot`)."""
+    return frozenset(verdict_slot(r) for r in verdicts if "basis" not in r)
 
 
 def verdict_basis(

@@ -41,6 +41,11 @@ LEGACY_JUDGE = "judge"
 # 2: result keys carry the endpoint and the instance (runner.store.keys.KEY_SCHEMA); models record their
 # endpoint.
 MANIFEST_SCHEMA = 2
+# What a benchmark's template_version hashes. 1 (a manifest without the field): the prompt texts and a
+# hand-kept parser version; 2: the prompt texts alone, each verdict recording the version of the code
+# that derived it (benchmarks/versions.py). Versions of two schemes are not compared: a run recorded
+# under 1 resumes, and its verdicts are derived again from the stored replies where the code changed.
+TEMPLATE_SCHEME = 2
 
 
 class ManifestError(ValueError):
@@ -54,6 +59,7 @@ class BenchmarkEntry:
     scoring: str
     # Anything else that changes what a verdict means (reask count, language, split, ...).
     settings: Mapping[str, Any] = field(default_factory=dict)
+    template_scheme: int = TEMPLATE_SCHEME
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,7 @@ class Manifest:
                 name: {
                     "data_hash": b.data_hash,
                     "template_version": b.template_version,
+                    "template_scheme": b.template_scheme,
                     "scoring": b.scoring,
                     "settings": dict(b.settings),
                 }
@@ -139,6 +146,7 @@ class Manifest:
                 template_version=r.get(b, where, "template_version", str),
                 scoring=r.get(b, where, "scoring", str),
                 settings=r.table(b.get("settings", {}), f"{where}.settings"),
+                template_scheme=r.get(b, where, "template_scheme", int) if "template_scheme" in b else 1,
             )
         models = {
             mid: r.model(raw, f"models.{mid}") for mid, raw in r.table(top.get("models"), "models").items()
@@ -232,7 +240,7 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
         nb = new.benchmarks.get(name)
         if nb is None:
             continue  # a benchmark left out is just not run this time
-        if nb.template_version != ob.template_version:
+        if nb.template_version != ob.template_version and nb.template_scheme == ob.template_scheme:
             problems.append(
                 f"benchmark '{name}': template version changed from {ob.template_version!r} "
                 f"to {nb.template_version!r}"
