@@ -67,6 +67,13 @@ def run_cli(cfg: Path, code: Path | None = None) -> subprocess.CompletedProcess[
     )
 
 
+def infobench_sweep(tmp_path: Path, out: Path, sim: SimulatorThread, limit: int = 4) -> Path:
+    """sweep.toml: model alpha and the simulator's judge on InFoBench's first `limit` instances."""
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=limit))
+    return cfg
+
+
 def judged(out: Path) -> dict[tuple[str, int], bool | None]:
     """What the report reads: (instance, constraint) -> satisfied, one current verdict per slot."""
     rows = load_verdict_rows(out).filter(source="judge")
@@ -79,8 +86,7 @@ def test_a_changed_parser_rescores_the_stored_replies_with_no_request(
     tmp_path: Path, sim: SimulatorThread
 ) -> None:
     out = tmp_path / "run"
-    cfg = tmp_path / "sweep.toml"
-    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
+    cfg = infobench_sweep(tmp_path, out, sim)
     first = run_cli(cfg)
     assert first.returncode == 0, first.stderr
     before = judged(out)
@@ -117,9 +123,7 @@ def test_a_directory_of_the_older_scheme_resumes_rescores_and_counts_once(
     hand-kept parser version. A resume is not refused: it derives every verdict again under its slot's
     key at no cost and says so, and every reader (report, status, the board) counts each slot once."""
     done = tmp_path / "done"
-    cfg = tmp_path / "sweep.toml"
-    cfg.write_text(toml_config(done, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
-    assert run_cli(cfg).returncode == 0
+    assert run_cli(infobench_sweep(tmp_path, done, sim)).returncode == 0
     older = tmp_path / "older"  # the same results, its verdicts as the older scheme keyed them
     with RunStore.open(older, writer_id="main") as store:
         for rec in stored_records(done, {"generation", "judgment", "verdict"}):
@@ -132,9 +136,8 @@ def test_a_directory_of_the_older_scheme_resumes_rescores_and_counts_once(
     del entry["template_scheme"]
     entry["template_version"] = "0ab1c2d3e4f5"  # the prompts and "infobench-parse-2"
     (older / "manifest.json").write_text(json.dumps(manifest))
-    cfg.write_text(toml_config(older, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
     sent = sim.stats.requests
-    resumed = run_cli(cfg)
+    resumed = run_cli(infobench_sweep(tmp_path, older, sim))
     assert resumed.returncode == 0, resumed.stderr
     assert sim.stats.requests == sent
     assert "re-scored 4 verdicts from the stored replies" in resumed.stderr
@@ -149,8 +152,7 @@ def test_a_changed_template_under_the_current_scheme_is_still_refused(
     tmp_path: Path, sim: SimulatorThread
 ) -> None:
     out = tmp_path / "run"
-    cfg = tmp_path / "sweep.toml"
-    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=2))
+    cfg = infobench_sweep(tmp_path, out, sim, limit=2)
     assert run_cli(cfg).returncode == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["benchmarks"]["infobench"]["template_scheme"] == 2
