@@ -126,10 +126,10 @@ def test_expired_errored_and_refused_requests() -> None:
 
 def test_chat_params_without_an_anthropic_equivalent_are_refused_by_name() -> None:
     body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": 0, "stop": "END"}
-    params = message_params(body, None)
+    params = message_params(body)
     assert params["stop_sequences"] == ["END"] and params["max_tokens"] == 4096 and "system" not in params
     with pytest.raises(ValueError, match="'logprobs' has no Anthropic Messages equivalent"):
-        message_params(body | {"logprobs": True}, None)
+        message_params(body | {"logprobs": True})
 
 
 # ------------------------------------------------------------------------------------ sweeps
@@ -274,3 +274,25 @@ def test_batch_mode_is_refused_for_providers_whose_batches_are_untested() -> Non
         assert parse(model, "batch = false").models[0].batch is None
     assert parse(CLAUDE).models[0].batch is not None
     assert parse("openai/gpt-4o").models[0].batch is not None
+
+
+def test_breakpoints_inside_a_batch_mark_the_task_and_each_answer() -> None:
+    """Two answers to one task, three questions each: every request is marked where the task's shared
+    part ends (all six alike) and where its answer's ends (three alike), the text unchanged."""
+    from ifsweep.providers.send.prefix import with_breakpoints
+    from ifsweep.providers.send.prefix_groups import nested_ends
+
+    task, answers = "The task, at length. " * 200, ("First answer. " * 40, "Second answer. " * 40)
+    prompts = [
+        [{"role": "system", "content": "Judge."}, {"role": "user", "content": task + a + f"Question {q}?"}]
+        for a in answers
+        for q in range(3)
+    ]
+    ends = nested_ends(prompts)
+    assert all(len(e) == 2 for e in ends)
+    assert len({e[0] for e in ends}) == 1 and len({e[1] for e in ends}) == 2
+    for i, (prompt, end) in enumerate(zip(prompts, ends, strict=True)):
+        blocks = with_breakpoints(prompt, end)[1]["content"]
+        assert "".join(b["text"] for b in blocks) == prompt[1]["content"]
+        marked = [b["text"] for b in blocks if "cache_control" in b]
+        assert marked == [task, answers[i // 3] + "Question "]

@@ -5,9 +5,10 @@ chat requests, batch objects, output and error files. Anthropic takes a batch's 
 answers with one results JSONL, so this client translates both ways:
 - `upload`: nothing is sent. The chat requests become Messages requests (system apart, `max_tokens`
   always set, OpenAI's `stop` as `stop_sequences`; any other parameter is refused by name), each with
-  `cache_control` at the end of the prefix it shares with other requests of the batch (the groups
-  cache-aware dispatch uses, providers/send/prefix_groups.py), so the batch's later requests read what
-  an earlier one wrote. They are kept under a file id made of their content, for `create`.
+  `cache_control` where the prefixes it shares with others of the batch end (providers/send/
+  prefix_groups.nested_ends: the same task, and the same task and answer), so the batch's later
+  requests read what an earlier one wrote. They are kept under a file id made of their
+  content, for `create`.
 - `create`: POST {root}/v1/messages/batches with the requests inline.
 - `retrieve`, `listing`, `cancel`: message_batch objects as BatchInfo. An ended batch is "cancelled"
   when a cancel was asked, "expired" when some requests expired, else "completed"; its output "file" is
@@ -23,15 +24,15 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ifsweep.providers.batch.clients import BatchInfo
 from ifsweep.providers.send.fast import error_detail
-from ifsweep.providers.send.prefix import CacheHint, with_breakpoint
-from ifsweep.providers.send.prefix_groups import group_by_prefix
+from ifsweep.providers.send.prefix import PrefixEnd, with_breakpoints
+from ifsweep.providers.send.prefix_groups import nested_ends
 from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse
 
 if TYPE_CHECKING:  # loaded with the first send
@@ -60,9 +61,9 @@ def api_root(api_base: str | None) -> str:
     return base.removesuffix("/v1/messages")
 
 
-def message_params(body: Mapping[str, Any], hint: CacheHint | None) -> dict[str, Any]:
-    """A chat-completions request body -> Messages request params, the breakpoint at `hint`'s end."""
-    messages = with_breakpoint("anthropic", body.get("messages") or [], hint)
+def message_params(body: Mapping[str, Any], ends: Sequence[PrefixEnd] = ()) -> dict[str, Any]:
+    """A chat-completions request body -> Messages request params, cache breakpoints at `ends`."""
+    messages = with_breakpoints(body.get("messages") or [], ends)
     system = [m["content"] for m in messages if m.get("role") == "system"]
     params: dict[str, Any] = {
         "model": body.get("model"),
@@ -70,9 +71,7 @@ def message_params(body: Mapping[str, Any], hint: CacheHint | None) -> dict[str,
         "messages": [m for m in messages if m.get("role") != "system"],
     }
     if system:
-        params["system"] = [
-            b for c in system for b in (c if isinstance(c, list) else [{"type": "text", "text": c}])
-        ]
+        params["system"] = [b for c in system for b in (c if isinstance(c, list) else [_text(c)])]
     for name, value in body.items():
         if name in _PASSED:
             params[name] = value
@@ -85,18 +84,18 @@ def message_params(body: Mapping[str, Any], hint: CacheHint | None) -> dict[str,
     return params
 
 
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
 def batch_requests(data: bytes) -> list[dict[str, Any]]:
-    """The endpoint's JSONL input (OpenAI batch lines) as Message Batch requests, each marked at the end
-    of the prefix it shares with others of the batch."""
+    """The endpoint's JSONL input (OpenAI batch lines) as Message Batch requests, each marked where the
+    prefixes it shares with others of the batch end."""
     lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
     bodies = [line["body"] for line in lines]
-    hints = {
-        i: CacheHint(g.key, g.end)
-        for g in group_by_prefix([b.get("messages") or [] for b in bodies], "batch")
-        for i in g.members
-    }
+    ends = nested_ends([b.get("messages") or [] for b in bodies])
     return [
-        {"custom_id": line["custom_id"], "params": message_params(body, hints.get(i))}
+        {"custom_id": line["custom_id"], "params": message_params(body, ends[i])}
         for i, (line, body) in enumerate(zip(lines, bodies, strict=True))
     ]
 

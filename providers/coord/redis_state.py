@@ -61,6 +61,10 @@ _SCRIPT_NAMES = (
 )
 
 
+class CoordinatorGone(RuntimeError):
+    """The coordinator stayed unreachable past `[run] coordinator_timeout_s`; the message says so."""
+
+
 class RedisCoordinator:
     """One process's link to the shared state. `start()`, run `run()` beside the sweep, `close()`."""
 
@@ -73,8 +77,10 @@ class RedisCoordinator:
         rescan: Callable[[], Baseline],
         emit: Callable[[ProviderEvent], None] | None = None,
         connect_timeout_s: float = _CONNECT_S,
+        give_up_s: float | None = None,
     ) -> None:
         self.settings = settings
+        self.give_up_s = give_up_s  # `[run] coordinator_timeout_s`: unreachable this long ends the run
         self.ns = f"ifsweep:sweep:{sweep_id}"
         self.writer = writer
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -151,14 +157,44 @@ class RedisCoordinator:
             tg.start_soon(self._flusher)
             tg.start_soon(self._listen)
             tg.start_soon(self._sender)
+            if self.give_up_s is not None:
+                tg.start_soon(self._watchdog, self.give_up_s)
+
+    async def _watchdog(self, give_up_s: float) -> None:
+        """Raise CoordinatorGone once the server was unreachable for `give_up_s`: the sweep stops,
+        resumable (the shards hold every result; this process's holds expire with its lease)."""
+        while True:
+            await anyio.sleep(min(1.0, give_up_s / 4))
+            down = self.down_s()
+            if down is not None and down >= give_up_s:
+                raise CoordinatorGone(
+                    f"coordinator {self.settings.display} unreachable for {down:.0f} s "
+                    f"(coordinator_timeout_s = {give_up_s:g}): stopped; every result is kept, run the same "
+                    "command again once it answers"
+                )
+
+    def down_s(self) -> float | None:
+        """How long the server has been unreachable, None while it answers."""
+        return None if self._down_since is None else anyio.current_time() - self._down_since
+
+    def state(self) -> str:
+        """The coordinator's state in a few words, for the board's totals line."""
+        down = self.down_s()
+        if down is None:
+            return "coordinator ok"
+        limit = f", stops at {self.give_up_s:.0f} s" if self.give_up_s is not None else ", waiting"
+        return f"coordinator unreachable {down:.0f} s{limit}"
 
     async def close(self, timeout_s: float | None = None) -> bool:
         """Send what is still queued and drop this process's holds at once; False if the server did not
-        answer within `timeout_s` (default: the lease; the holds then expire with it)."""
+        answer within `timeout_s` (default: the lease, or no wait at all while the server is known to
+        be unreachable, so Ctrl-C keeps its promise; the holds then expire with the lease)."""
         if self._closed is not None:
             return self._closed
+        if timeout_s is None:
+            timeout_s = 0.0 if self._down_since is not None else self.settings.lease_s
         done = False
-        with anyio.move_on_after(self.settings.lease_s if timeout_s is None else timeout_s):
+        with anyio.move_on_after(timeout_s):
             await self.flush()
             await self.script("LEAVE", [], [self.ns, self.instance])
             done = True
@@ -248,7 +284,9 @@ class RedisCoordinator:
             if self.ledger.epoch != seen_epoch:
                 return  # another task of this process has restored already
             baseline = await anyio.to_thread.run_sync(self._rescan)
-            await self.ledger.restore(grace_ms=self.grace_ms, baseline=baseline)
+            # Not adopted: the shards count this process's calls in flight at their worst case (their
+            # intents), which its holds and then its settlements count already.
+            await self.ledger.restore(grace_ms=self.grace_ms, baseline=baseline, adopt=False)
             self._say(f"coordinator {self.settings.display} had lost the ledger: rebuilt it", None)
 
     def _unreachable(self, error: Exception, wait_s: float) -> None:
@@ -281,8 +319,8 @@ class RedisCoordinator:
             await anyio.sleep(self.beat_s)
             state, totals = await self.ledger_script("BEAT", self._beat_args)
             ledger.seen(totals)
-            if state == "expired":  # this process stalled past its lease: its holds were dropped
-                await ledger.restore(grace_ms=0, baseline={})
+            if state == "expired":  # this process stalled past its lease: its holds were charged
+                await ledger.restore(grace_ms=0, baseline={}, adopt=False)
             # Holds of a dead process expire silently: let waiting reservations look again.
             ledger.notify()
 
@@ -407,7 +445,7 @@ class RedisLedger:
         c = self._c
 
         def args(epoch: str) -> list[Any]:
-            out: list[Any] = [c.ns, epoch, c.instance, c.lease_ms]
+            out: list[Any] = [c.ns, epoch, c.instance, c.lease_ms, c.writer]
             for token, amount, caps in requests:
                 out += [token, amount, len(caps) // 2, *caps]
             return out
@@ -471,9 +509,10 @@ class RedisLedger:
         """The sweep's totals as a script just returned them (what `spent` reports)."""
         self._totals = _floats(totals)
 
-    async def restore(self, *, grace_ms: int, baseline: Baseline) -> None:
+    async def restore(self, *, grace_ms: int, baseline: Baseline, adopt: bool = True) -> None:
         """Put this process's view into Redis: the baseline and its own totals (merged by maximum), its
-        outstanding holds (replacing whatever Redis had for this instance). Adopts the epoch."""
+        outstanding holds (replacing whatever Redis had for this instance). Adopts the epoch, and with
+        `adopt` (at start) what Redis says this writer spent, when that is more."""
         c = self._c
         base = {writer: {s: repr(v) for s, v in scopes.items()} for writer, scopes in baseline.items()}
         base[c.writer] = {**base.get(c.writer, {}), **{s: repr(v) for s, v in self._own.items()}}
@@ -487,7 +526,8 @@ class RedisLedger:
             ],
         )  # fmt: skip
         self.epoch = reply[0]
-        self.adopt_baseline(_floats(reply[2]))
+        if adopt:
+            self.adopt_baseline(_floats(reply[2]))
         self.seen(reply[3])
         self.notify()
 
@@ -563,4 +603,4 @@ def _floats(flat: Sequence[str]) -> dict[str, float]:
     return {k: float(v) for k, v in _pairs(flat).items()}
 
 
-__all__ = ["Baseline", "RedisCoordinator", "RedisLedger", "RedisRates"]
+__all__ = ["Baseline", "CoordinatorGone", "RedisCoordinator", "RedisLedger", "RedisRates"]

@@ -8,6 +8,7 @@ groups, and Anthropic's Message Batches client marks each group's shared prefix 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -106,6 +107,37 @@ def group_by_prefix(prompts: Sequence[Prompt], scope: str) -> list[PrefixGroup]:
     return groups
 
 
+def nested_ends(prompts: Sequence[Prompt]) -> list[list[PrefixEnd]]:
+    """For each prompt, where its group's shared prefix ends (group_by_prefix) and, inside the group,
+    where the longer prefix of its closest kin ends: a group may join prompts of one task judging two
+    answers, whose common part stops where the answers start, while each answer's prompts share the
+    answer too. Kin are the runs between the group's weakest links (neighbours in sorted order whose
+    common prefix is the group's). Every member of a group, and of a run, is marked at the same places,
+    so one that has cached a prefix serves the others."""
+    ends: list[list[PrefixEnd]] = [[] for _ in prompts]
+    for group in group_by_prefix(prompts, ""):
+        members = sorted(group.members, key=lambda i: _sort_key(prompts[i]))
+        for i in members:
+            ends[i].append(group.end)
+        run, run_end = [members[0]], None
+        for a, b in itertools.pairwise(members):
+            link = common_prefix(prompts[a], prompts[b])
+            if _order(link) <= _order(group.end):
+                _mark_run(ends, run, run_end, group.end)
+                run, run_end = [b], None
+                continue
+            run.append(b)
+            run_end = link if run_end is None or _order(link) < _order(run_end) else run_end
+        _mark_run(ends, run, run_end, group.end)
+    return ends
+
+
+def _mark_run(ends: list[list[PrefixEnd]], run: list[int], end: PrefixEnd | None, outer: PrefixEnd) -> None:
+    if len(run) >= 2 and end is not None and _order(end) > _order(outer):
+        for i in run:
+            ends[i].append(end)
+
+
 def _sort_key_bytes(messages: Sequence[Mapping[str, str]]) -> bytes:
     return b"".join(
         (m.get("role") or "").encode() + b"\x1f" + (m.get("content") or "").encode() + b"\x1e"
@@ -113,4 +145,12 @@ def _sort_key_bytes(messages: Sequence[Mapping[str, str]]) -> bytes:
     )
 
 
-__all__ = ["MIN_PREFIX_TOKENS", "PrefixGroup", "Prompt", "common_prefix", "group_by_prefix", "prefix_of"]
+__all__ = [
+    "MIN_PREFIX_TOKENS",
+    "PrefixGroup",
+    "Prompt",
+    "common_prefix",
+    "group_by_prefix",
+    "nested_ends",
+    "prefix_of",
+]

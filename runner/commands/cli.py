@@ -206,16 +206,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_output_dir(cfg)
     work = _load_work(cfg)
     check_ready(cfg, work)
-    result = anyio.run(
-        lambda: run_sweep(
-            cfg,
-            work,
-            partition=partition,
-            progress=args.progress,
-            retry_errors=False if args.no_retry_errors else None,
-            process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
+    from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
+
+    try:
+        result = anyio.run(
+            lambda: run_sweep(
+                cfg,
+                work,
+                partition=partition,
+                progress=args.progress,
+                retry_errors=False if args.no_retry_errors else None,
+                process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
+            )
         )
-    )
+    except DiskFullError as e:  # before anything ran (the manifest): the same stop as during the run
+        print(f"[ifsweep] failed: {e.strerror}; nothing was run; {DISK_FULL_ADVICE}", file=sys.stderr)
+        return EXIT_FAILED
     _print_result(result, cfg.run.output_dir)
     return result.exit_code
 
@@ -250,13 +256,24 @@ def _partition(text: str | None) -> tuple[int, int] | None:
     return partition
 
 
+def spend_text(spent_usd: float, worst_case_usd: float) -> str:
+    """What was spent; when part of it is the worst case of calls whose bill is unknown, which part."""
+    if worst_case_usd <= 0:
+        return f"${spent_usd:.4f} spent"
+    paid = max(0.0, spent_usd - worst_case_usd)
+    return (
+        f"${spent_usd:.4f} spent (${paid:.4f} paid, as the providers reported; ${worst_case_usd:.4f} the "
+        "worst case of calls cut off or cancelled in flight, whose bill is unknown)"
+    )
+
+
 def _print_result(result: object, run_dir: Path) -> None:
     from ifsweep.runner.engine.sweep import SweepResult
 
     assert isinstance(result, SweepResult)
     line = (
         f"[ifsweep] {result.status}: {result.done}/{result.planned} done, {result.errors} errors, "
-        f"${result.spent_usd:.4f} spent -> {run_dir}"
+        f"{spend_text(result.spent_usd, result.worst_case_usd)} -> {run_dir}"
     )
     print(line, file=sys.stderr)
     if result.rescored:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import binascii
 import errno
-import fcntl
 import hashlib
 import os
 import re
@@ -37,8 +36,10 @@ import anyio.to_thread
 import orjson
 
 from ifsweep.runner.store.keyindex import KeyIndex, normalized
+from ifsweep.runner.store.locks import WRITER_RE, WriterBusyError, lock_writer
 
 __all__ = [
+    "DISK_FULL_ADVICE",
     "SHARDS_DIR",
     "DamageReport",
     "DiskFullError",
@@ -46,6 +47,7 @@ __all__ = [
     "ShardLine",
     "WriterBusyError",
     "decode_record",
+    "disk_full",
     "encode_line",
     "parse_line",
     "record_key",
@@ -61,7 +63,6 @@ _KIND_OPEN = b',"kind":"'
 _ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
 _KEY_RE = re.compile(r"(?:[0-9a-f]{2}){8,32}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_WRITER_RE = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _FILE_RE = re.compile(r"([A-Za-z0-9_.]{1,64})-(\d{5,})\.jsonl")
 _READ_CHUNK = 16 << 20
 # Past this much unwritten data, append() writes synchronously even when a flusher runs: backpressure
@@ -80,8 +81,18 @@ class DiskFullError(OSError):
     records stay buffered, so a later flush() may succeed, and a reopen resumes from what is on disk."""
 
 
-class WriterBusyError(RuntimeError):
-    """Another live process already writes shards under this writer id."""
+# What to do about a DiskFullError, wherever it stops a run (runner/engine/sweep.py, the CLI).
+DISK_FULL_ADVICE = "free space (or raise the limit) and run the same command again to resume"
+
+
+def disk_full(e: OSError, what: str) -> OSError:
+    """`e` as a DiskFullError saying `what` was lost when it is a full disk, quota or file size limit;
+    any other error as it is."""
+    if e.errno not in _FULL_ERRNOS:
+        return e
+    return DiskFullError(
+        e.errno, f"{what}: disk full or file size limit reached ({os.strerror(e.errno or 0)})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +209,7 @@ class _Located:
     keys: bytearray = field(default_factory=bytearray)
     locs: array[int] = field(default_factory=lambda: array("Q"))
     metas: array[int] = field(default_factory=lambda: array("I"))
+    batches: int = 0  # lines of kind "batch" (batch mode's journal)
 
 
 def _chunks(path: Path, end: _FileEnd) -> Iterator[tuple[int, list[bytes]]]:
@@ -255,6 +267,8 @@ def _scan_file(
                     add_key(key if len(key) == 16 else normalized(key))
                     add_loc(file_bits | off)
                     add_meta(n << 1 | is_error)
+                    if kind_end - kend == 15 and line.startswith(b"batch", kend + 10):
+                        located.batches += 1
                 end.good_end = off + n
                 end.good_lines = line_no
             else:
@@ -347,6 +361,7 @@ class RunStore:
     _closed: bool = False
     write_through: bool = True
     _unsynced: bool = False
+    batch_records: int = 0  # batch mode's journal lines found at open: any batch ever submitted
     # Told of every record this writer appends (the sweep's spend tally, runner/watch/outcomes.py).
     on_append: Callable[[Mapping[str, Any]], None] | None = None
 
@@ -369,7 +384,7 @@ class RunStore:
         process loses nothing it appended, and groups only the fsyncs (a power cut loses at most
         `flush_ms` of records). Without it, records are also written in groups: faster, but a kill -9
         loses the records of the last group too."""
-        if _WRITER_RE.fullmatch(writer_id) is None:
+        if WRITER_RE.fullmatch(writer_id) is None:
             raise ValueError(f"writer_id must match [A-Za-z0-9_.]{{1,64}}, got {writer_id!r}")
         if flush_records < 1 or flush_ms <= 0 or rotate_bytes < 1024:
             raise ValueError("flush_records >= 1, flush_ms > 0 and rotate_bytes >= 1024 are required")
@@ -387,16 +402,7 @@ class RunStore:
 
     def _take_lock(self, path: Path) -> None:
         # flock, unlike O_EXCL, is released by the kernel when the holder dies, even by kill -9.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise WriterBusyError(
-                f"{path}: another live process writes this run as '{self.writer_id}'; "
-                "use a different writer id (partitions do) or wait for it to finish"
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = lock_writer(path, self.writer_id)
 
     def _load(self) -> None:
         own_last: tuple[int, Path, _FileEnd] | None = None
@@ -413,6 +419,7 @@ class RunStore:
                     self._truncate_tail(path, end)
                 own_last = (file_no, path, end)
         self._index.load(located.keys, located.locs, located.metas)
+        self.batch_records = located.batches
         del located
         if own_last is not None and own_last[2].good_end < self.rotate_bytes:
             self._cur_no = own_last[0]
@@ -521,6 +528,13 @@ class RunStore:
                 self._full.set()
         if len(self._buf) > _HARD_BUFFER_BYTES:
             self.flush()
+
+    def append_now(self, record: Mapping[str, Any]) -> None:
+        """Append and hand to the kernel at once whatever the mode, for a record that must outlive a
+        kill -9 of this process before the caller goes on (an intent, runner/store/intents.py)."""
+        self.append(record)
+        if not self.write_through:
+            self._write_now()
 
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""
@@ -655,13 +669,8 @@ class RunStore:
                     os.fsync(batch.fd)
             except OSError as e:
                 os.ftruncate(batch.fd, batch.base)
-                err = e
-                if e.errno in _FULL_ERRNOS:
-                    err = DiskFullError(
-                        e.errno,
-                        f"{path}: disk full or file size limit reached ({os.strerror(e.errno or 0)}); "
-                        f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}",
-                    )
+                lost = f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}"
+                err = disk_full(e, f"{path}: {lost}")
                 batch.failed = err
                 raise err from e
             batch.written = True
