@@ -115,11 +115,11 @@ class RunIndex:
         n = len(line) + 1
         f.good_end = off + n
         self.version += 1
-        batch.keys += normalized(key)
+        batch.keys += key if len(key) == 16 else normalized(key)
         batch.locs.append(f.file_no << _OFF_BITS | off)
         batch.metas.append(n << 1 | is_error)
-        if kind in ("generation", "judgment", "verdict"):
-            self._attach(kind, decode_record(line), key)
+        if kind == "generation" or kind == "judgment" or kind == "verdict":
+            self._attach(kind, orjson.loads(line), key)  # checked above; its "_c" is never read
 
     def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
         bench, model = str(rec.get("benchmark")), str(rec.get("model"))
