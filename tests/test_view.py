@@ -164,11 +164,12 @@ class serving:
         self.proc.communicate(timeout=10)
 
 
-def raw_request(url: str, target: str, method: str = "GET") -> tuple[int, bytes]:
+def raw_request(url: str, target: str, method: str = "GET", host_header: str = "") -> tuple[int, bytes]:
     """One request with the target sent exactly as given (no client-side normalising)."""
     host, port = url.split("//")[1].rstrip("/").split(":")
+    head = host_header or f"{host}:{port}"
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {head}\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -354,6 +355,15 @@ def test_traversal_gets_nothing_outside_the_run(run_dir: Path, viewer: str) -> N
         assert b"root:" not in body and b"TOP-SECRET" not in body, target
     status, body = raw_request(viewer, "/static/viewer.css")
     assert status == 200 and b"ifsweep view" in body
+
+
+def test_another_site_by_a_rebound_name_gets_nothing(viewer: str) -> None:
+    port = viewer.rstrip("/").rsplit(":", 1)[1]
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+        status, body = raw_request(viewer, "/", host_header=host)
+        assert status == 403 and b"Run " not in body, host
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert raw_request(viewer, "/", host_header=host)[0] == 200
 
 
 def test_it_has_no_write_endpoints(viewer: str) -> None:

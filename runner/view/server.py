@@ -9,6 +9,7 @@ they may load from (Content-Security-Policy 'self'), so a page can reach no othe
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -151,11 +152,31 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
-def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
-    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group."""
+def loopback_hosts(port: int) -> frozenset[str]:
+    """The Host headers a loopback-bound viewer answers: a page of another site that a rebound DNS name
+    points at 127.0.0.1 sends its own name, and gets nothing (as Jupyter does)."""
+    return frozenset(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
+
+
+def _answered(sock: socket.socket) -> frozenset[str] | None:
+    host, port = sock.getsockname()[:2]
+    try:
+        loopback = ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        loopback = False
+    return loopback_hosts(port) if loopback else None
+
+
+def make_app(
+    state: ViewState, spawn: Spawn | None = None, hosts: frozenset[str] | None = None
+) -> web.Application:
+    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group;
+    `hosts`: the Host headers answered (None: any, for a viewer bound to another interface on purpose)."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if hosts is not None and request.headers.get("Host", "").lower() not in hosts:
+            return web.Response(status=403, text="unknown Host header\n", headers=_HEADERS)
         if request.method not in ("GET", "HEAD"):
             return web.Response(
                 status=405, text="read-only: GET and HEAD only\n", headers={"Allow": "GET, HEAD", **_HEADERS}
@@ -210,7 +231,8 @@ async def serve_forever(state: ViewState, sock: socket.socket, ready: Callable[[
         def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
             tg.start_soon(work)
 
-        runner = web.AppRunner(make_app(state, spawn), access_log=None, handle_signals=False)
+        hosts = _answered(sock)
+        runner = web.AppRunner(make_app(state, spawn, hosts), access_log=None, handle_signals=False)
         await runner.setup()
         try:
             site = web.SockSite(runner, sock)
