@@ -456,6 +456,51 @@ def test_the_index_reads_only_what_the_shards_gained(run_dir: Path, tmp_path: Pa
             assert index.groups[group][iid].calls == e.calls
 
 
+def test_a_damaged_line_is_skipped_and_counted(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "damaged"
+    shutil.copytree(run_dir, copy)
+    shard = sorted((copy / "shards").glob("*.jsonl"))[0]
+    lines = shard.read_bytes().splitlines(keepends=True)
+    victim = next(i for i, line in enumerate(lines) if b'"kind":"verdict"' in line)
+    lines[victim] = lines[victim].replace(b'"rows":[', b'"rows":[ ', 1)  # checksum no longer matches
+    shard.write_bytes(b"".join(lines))
+    index = RunIndex.build(copy)
+    assert len(index.damaged) == 1 and index.damaged[0].file == shard
+    assert index.version == sum(p.read_bytes().count(b"\n") for p in (copy / "shards").glob("*.jsonl")) - 1
+    with serving(copy) as url:
+        assert "1 damaged shard lines skipped" in get(url, "/")
+
+
+def test_shards_larger_than_one_read_are_indexed_whole(tmp_path: Path) -> None:
+    """A shard of more than 16 MiB (the index reads in 16 MiB pieces), lines of every length across a
+    piece's end: every record is found, and equals what the store reads."""
+    from ifsweep.runner.store.shards import RunStore, record_key
+
+    run, N = tmp_path / "big", 11000
+    store = RunStore.open(run, write_through=False, fsync=False)
+    try:
+        for i in range(N):
+            text = "x" * (1000 + i % 997) + f" answer {i}"
+            store.append(
+                {"v": 2, "kind": "generation", "key": record_key(["g", i]), "status": "ok", "text": text}
+                | {"model": "m", "benchmark": "cfbench", "instance_id": f"i{i}", "cost_usd": 0.5}
+            )
+    finally:
+        store.close()
+    assert sum(p.stat().st_size for p in (run / "shards").glob("*.jsonl")) > 16 << 20
+    index = RunIndex.build(run)
+    assert not index.damaged and index.version == N
+    group = index.groups[("cfbench", "m")]
+    assert list(group) == [f"i{i}" for i in range(N)]
+    stored = {r["key"]: r for r in stored_records(run, {"generation"})}
+    for iid in ("i0", "i4095", f"i{N - 1}", *(f"i{i}" for i in range(0, N, 611))):
+        key = group[iid].gen_key
+        assert key is not None
+        assert index.record(key) == stored[key.hex()]
+    assert index.cost[("cfbench", "m", None)] == 0.5 * N
+    index.close()
+
+
 def test_the_export_holds_the_flagged_pairs_and_a_sample_and_needs_nothing_else(
     run_dir: Path, tmp_path: Path
 ) -> None:
