@@ -299,6 +299,22 @@ def test_filters_keep_exactly_the_pairs_the_records_say(run_dir: Path, viewer: s
     assert got == want
 
 
+def test_next_walks_the_filtered_list(run_dir: Path, viewer: str) -> None:
+    listed = re.findall(
+        r'<a href="([^"]+)" class="iid">([^<]+)</a>', get(viewer, "/list/cfbench/beta?failed=1")
+    )
+    want = {p[2] for p in expected(run_dir, "failed") if p[:2] == ("cfbench", "beta")}
+    assert {iid for _, iid in listed} == want and len(listed) > 1
+    walked, href = [], listed[0][0].replace("&amp;", "&")
+    while href:
+        html = get(viewer, href)
+        walked.append(re.search(r'<h1 class="iid">([^<]+)</h1>', html).group(1))  # type: ignore[union-attr]
+        assert f'<span class="at">{len(walked)} of {len(listed)}</span>' in html
+        found = re.search(r'<a rel="next" href="([^"]+)"', html)
+        href = found.group(1).replace("&amp;", "&") if found else ""
+    assert walked == [iid for _, iid in listed]
+
+
 def test_constraint_type_and_text_filters(run_dir: Path, viewer: str) -> None:
     index = RunIndex.build(run_dir)
     ctype = next(t for (b, _), ts in index.types.items() if b == "cfbench" for t in ts if t)

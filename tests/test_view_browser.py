@@ -86,10 +86,17 @@ def test_click_through_filters_to_an_instance(run_dir: Path, viewer: str, page: 
         page.get_by_label("judges disagree").check()
     assert set(text_of(page, "a.iid")) == want and want, "the flipping judge must disagree somewhere"
 
-    iid = sorted(want)[0]
+    order = text_of(page, "a.iid")
+    iid = order[0]
     page.get_by_role("link", name=iid, exact=True).click()
     page.wait_for_selector("pre.answer")
     check_instance(page, run_dir, ("cfbench", "alpha", iid))
+    assert page.locator("nav.walk span.at").inner_text() == f"1 of {len(order)}"
+    with page.expect_navigation():
+        page.keyboard.press("ArrowRight")  # the next pair of the same filtered list
+    assert page.locator("h1.iid").inner_text() == order[1]
+    check_instance(page, run_dir, ("cfbench", "alpha", order[1]))
+    iid = order[1]
 
     page.get_by_role("link", name="beta", exact=True).click()  # the same instance, another model
     page.wait_for_url("**/instance/cfbench/beta/**")

@@ -23,9 +23,9 @@ from ifsweep.runner.view.detail import instance_detail
 from ifsweep.runner.view.filters import Filters
 from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
 from ifsweep.runner.view.index import RunIndex
-from ifsweep.runner.view.instance_page import instance_page
+from ifsweep.runner.view.instance_page import Walk, instance_page
 from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview
-from ifsweep.runner.view.pages import list_page, overview_page
+from ifsweep.runner.view.pages import list_page, matching, overview_page
 from ifsweep.runner.view.sources import InstanceSource
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
         d = instance_detail(state.index, state.source, rest[0], rest[1], rest[2], state.panel)
         if d is None:
             return _not_found(f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}")
-        return _html(instance_page(d, state.links, state.run))
+        return _html(instance_page(d, state.links, state.run, _walk(state, rest, query)))
     return _not_found("no such page")
 
 
@@ -165,6 +165,19 @@ def _answered(sock: socket.socket) -> frozenset[str] | None:
     except ValueError:
         loopback = False
     return loopback_hosts(port) if loopback else None
+
+
+def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
+    """Previous and next in the list the instance page was opened from, with that list's filters."""
+    f = Filters.from_query(query)
+    kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    try:
+        at = kept.index(names[2])
+    except ValueError:
+        return None  # not in that list (any more): no walk
+    before = kept[at - 1] if at > 0 else None
+    after = kept[at + 1] if at + 1 < len(kept) else None
+    return Walk(f.query(), before, after, at + 1, len(kept))
 
 
 def make_app(
