@@ -566,6 +566,21 @@ def test_export_filters_choose_the_pairs(run_dir: Path, tmp_path: Path) -> None:
     assert ids == {p[2] for p in expected(run_dir, "failed") if p[:2] == ("cfbench", "alpha")}
 
 
+def test_a_small_export_takes_flagged_pairs_of_every_model_in_turn(run_dir: Path) -> None:
+    from ifsweep.runner.view.export import Selection, choose
+
+    index = RunIndex.build(run_dir)
+    flagged = expected(run_dir, "disagree") | expected(run_dir, "unparsed") | expected(run_dir, "errors")
+    groups = {p[:2] for p in flagged}
+    assert len(groups) > 4
+    chosen = choose(index, Selection(sample=2, limit=len(groups)))
+    flagged_chosen = [c for c in chosen if c.why != "sample"]
+    assert len(chosen) == len(groups) and len(flagged_chosen) == len(groups) - 2
+    assert len({(c.bench, c.model) for c in flagged_chosen}) == len(flagged_chosen)  # one a group first
+    assert all((c.bench, c.model, c.entry.instance_id) in flagged for c in flagged_chosen)
+    assert len(choose(index, Selection(sample=0, limit=10_000))) == len(flagged)
+
+
 def test_a_prompt_is_shown_only_from_the_data_the_run_was_made_from(tmp_path: Path) -> None:
     data = tmp_path / "cf"
     shutil.copytree(benchmarks.get("cfbench").fixture_dir(), data)
