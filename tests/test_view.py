@@ -344,7 +344,12 @@ def test_the_overview_counts_match_the_records(run_dir: Path, viewer: str) -> No
             assert n == LIMIT or bench == "followbench"
     errors = len({p for p in expected(run_dir, "errors")})
     assert errors > 0
-    assert "pairs in error" in html
+    # The pairs in error by kind, as `ifsweep status` counts them.
+    from ifsweep.runner.watch.status import status_report
+
+    kinds = status_report(run_dir).errors_by_kind
+    assert sum(kinds.values()) == errors
+    assert "pairs in error: " + ", ".join(f"{k}: {n}" for k, n in kinds.items()) + " ·" in html
 
 
 def test_traversal_gets_nothing_outside_the_run(run_dir: Path, viewer: str) -> None:

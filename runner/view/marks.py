@@ -34,7 +34,7 @@ class Mark(NamedTuple):
 class Entry:
     """One (benchmark, model, instance): what the list shows, and the keys the instance page reads."""
 
-    __slots__ = ("calls", "gen_key", "instance_id", "marks", "outcomes", "summary")
+    __slots__ = ("calls", "gen_key", "instance_id", "marks", "outcomes", "summary", "why")
 
     def __init__(self, instance_id: str, marks: list[Mark] | None = None) -> None:
         self.instance_id = instance_id
@@ -45,11 +45,13 @@ class Entry:
         # of 100k pairs is filtered on. The index settles them after each verdict.
         self.outcomes: tuple[int, int, int, int] = (0, 0, 0, 0)
         self.summary = 0
+        self.why: str | None = None  # why the pair is in error, once the overview read it
 
     def settle(self, width: int) -> None:
         """Recompute `outcomes` and `summary` from the marks; `width`: the pair's constraint count."""
         self.outcomes = outcomes(self.marks, width)
         self.summary = sum(1 << i for i, mask in enumerate(self.outcomes) if mask)
+        self.why = None
 
     def mark(self, judge: str | None) -> Mark | None:
         for m in self.marks:
