@@ -27,7 +27,7 @@ from aiohttp import web
 from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
@@ -39,7 +39,6 @@ __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread"
 
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
 # Faults answered before the model runs: nothing is billed for them (every other request is, in full).
-_NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -304,7 +303,7 @@ class Simulator:
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
-        if fault not in _NEVER_RAN:
+        if fault not in NEVER_RAN:
             stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
         if fault == "missing_usage":
             del payload["usage"]
