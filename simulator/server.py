@@ -1,6 +1,7 @@
-"""The built-in OpenAI-compatible simulator: a real aiohttp server on 127.0.0.1.
+"""The built-in simulator: a real aiohttp server on 127.0.0.1.
 
-Speaks POST /v1/chat/completions, GET /v1/models, GET /health and the Batch API (simulator/batch.py).
+Speaks POST /v1/chat/completions, GET /v1/models, GET /health and the Batch API (simulator/batch.py),
+and Anthropic's Messages API and Message Batches (simulator/anthropic.py, simulator/anthropic_batch.py).
 Answers are deterministic (see simulator/text.py), rate limits are token buckets
 (simulator/limits.py) and faults are drawn per request from a seeded RNG (simulator/faults.py).
 Design notes: docs/design/simulator.md.
@@ -545,7 +546,12 @@ def _fault_arg(text: str) -> tuple[str, float]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ifsweep serve-mock", description="Run the OpenAI-compatible simulator.")
+    p = argparse.ArgumentParser(
+        prog="ifsweep serve-mock",
+        description="Run the simulator: OpenAI's chat completions and Batch API under /v1, Anthropic's "
+        "Messages API and Message Batches under /v1/messages (an Anthropic model's api_base is the root, "
+        "without /v1).",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start)")
     p.add_argument("--latency-ms", type=float, default=0.0)
