@@ -15,6 +15,7 @@ from ifsweep.benchmarks.records import (
     TurnOutcome,
 )
 from ifsweep.benchmarks.registry import ENTRY_POINT_GROUP, BenchmarkLoadError, Loaded, get, load_all, names
+from ifsweep.benchmarks.versions import scoring_version
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -38,4 +39,5 @@ __all__ = [
     "get",
     "load_all",
     "names",
+    "scoring_version",
 ]

@@ -21,9 +21,12 @@ def validated(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.L
     """`prepared(rows)` and the judges they hold, after one streaming pass found no row breaking the
     contract (else VerdictError naming the first such row)."""
     lf = prepared(rows)
-    found = streamed(any_problem(lf, catalog))
+    counts = lf.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n"))
+    found = streamed(pl.concat([any_problem(lf, catalog), counts], how="horizontal"))
     if found.item(0, "bad"):
         raise VerdictError(describe_problem(streamed(first_problem(lf, catalog))))
+    if found.item(0, "distinct") < found.item(0, "n"):
+        _one_verdict_each(lf)
     return lf, found.item(0, "judges").to_list()
 
 
@@ -31,6 +34,36 @@ def all_components(rows: pl.LazyFrame, catalog: Catalog) -> Components:
     """Every benchmark's statistics plus coverage, over validated rows (`validated`)."""
     c = Components.concat([b.components(rows) for b in catalog.benchmarks])
     return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen, c.finals)
+
+
+def _slot_mix() -> pl.Expr:
+    """A 64-bit mix of each row's (benchmark, model, judge, instance, constraint): counting its distinct
+    values finds two verdicts of one slot in a fifth of the time an exact test takes (3M rows: 0.4 s
+    against 1.6 s); only when it finds fewer than rows does `_one_verdict_each` run, to name them (or to
+    clear a collision of the mix)."""
+    return pl.struct("benchmark", "model", "judge", "instance_id", "constraint_idx").hash(7)
+
+
+def _one_verdict_each(rows: pl.LazyFrame) -> None:
+    """Raise VerdictError naming the instances with two verdicts of one judge: two (a stale and a new
+    one, or two scoring modes) would be pooled into one figure without a sign."""
+    slot = ["benchmark", "model", "judge", "instance_id", "constraint_idx"]
+    frame = streamed(rows.select(*slot, "scoring"))
+    twice = (
+        frame.filter(pl.struct(slot).is_duplicated())
+        .group_by(slot[:-1], maintain_order=True)
+        .agg(pl.col("scoring").unique(maintain_order=True))
+    )
+    named = "; ".join(
+        f"benchmark={r['benchmark']!r}, model={r['model']!r}, judge={r['judge']!r}, "
+        f"instance_id={r['instance_id']!r} (scoring {', '.join(map(str, r['scoring']))})"
+        for r in twice.head(3).iter_rows(named=True)
+    )
+    if twice.height:
+        raise VerdictError(
+            f"verdict rows: {twice.height} instances have two verdicts, which metrics would pool: "
+            f"{named}; keep one verdict per (benchmark, model, judge, instance)"
+        )
 
 
 def components_of(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -52,8 +52,11 @@ from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run
 
 HERE = Path(__file__).resolve().parent
 # The benchmark data beside the checkout, or where IFSWEEP_FOLLOWBENCH_DATA says (a worktree's copy).
-_BESIDE = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
-FOLLOWBENCH = Path(os.environ.get("IFSWEEP_FOLLOWBENCH_DATA", _BESIDE))
+FOLLOWBENCH = Path(
+    os.environ.get(
+        "IFSWEEP_FOLLOWBENCH_DATA", HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
+    )
+)
 INSPECT_VENV = Path(tempfile.gettempdir()) / "ifsweep-inspect-venv"
 MAX_TOKENS = 128
 SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory")

@@ -33,6 +33,7 @@ EXPECTED = {
         "get",
         "load_all",
         "names",
+        "scoring_version",
     },
     "providers": {
         "Budget",

@@ -27,7 +27,6 @@ def test_exported_names_are_pinned() -> None:
             "CHINESE",
             "ENGLISH",
             "LANGUAGES",
-            "RULES_VERSION",
             "RULE_SOURCES",
             "FollowBench",
             "JudgeTemplate",

@@ -22,7 +22,7 @@ from ifsweep.runner.config import BenchmarkConfig
 from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.store import keys
 from ifsweep.runner.store.shards import RunStore
-from ifsweep.runner.store.verify import IncompleteVerdicts, check_verdicts, planned
+from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned
 from ifsweep.runner.watch.status import status_table
 from ifsweep.simulator import SimConfig, SimulatorThread
 
@@ -191,12 +191,15 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
         with pytest.raises(IncompleteVerdicts, match=r"(?s)3 of 3 planned .*no verdict record"):
             check_verdicts(store, lambda: pairs)
 
-        def verdict(key: str, instance_id: str, rows: int, skipped: int = 0) -> dict[str, object]:
+        def verdict(
+            p: Planned, instance_id: str, rows: int, skipped: int = 0, basis: str = ""
+        ) -> dict[str, object]:
             row = {"constraint_idx": 0, "status": "ok", "satisfied": True}
             return {
                 "v": 2,
                 "kind": "verdict",
-                "key": key,
+                "key": p.key,
+                "basis": basis or p.basis,
                 "status": "ok",
                 "model": "m",
                 "benchmark": "cfbench",
@@ -206,9 +209,9 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
             }
 
         n = [len(i.constraints) for i in insts]
-        store.append(verdict(pairs[0].key, insts[0].instance_id, n[0]))
-        store.append(verdict(pairs[1].key, insts[2].instance_id, n[1]))  # someone else's record
-        store.append(verdict(pairs[2].key, insts[2].instance_id, n[2] - 1))  # a row short
+        store.append(verdict(pairs[0], insts[0].instance_id, n[0]))
+        store.append(verdict(pairs[1], insts[2].instance_id, n[1]))  # someone else's record
+        store.append(verdict(pairs[2], insts[2].instance_id, n[2] - 1))  # a row short
         with pytest.raises(IncompleteVerdicts) as info:
             check_verdicts(store, lambda: [*pairs, pairs[0]])
         assert info.value.problems == [
@@ -218,9 +221,13 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
             f"m / cfbench / {insts[0].instance_id}: shares its verdict key with m / cfbench / "
             f"{insts[0].instance_id}",
         ]
-        store.append(verdict(pairs[1].key, insts[1].instance_id, n[1] - 1, skipped=1))
-        store.append(verdict(pairs[2].key, insts[2].instance_id, n[2]))
+        store.append(verdict(pairs[1], insts[1].instance_id, n[1] - 1, skipped=1))
+        store.append(verdict(pairs[2], insts[2].instance_id, n[2]))
         check_verdicts(store, lambda: pairs)  # rows plus the constraints left unscored account for every one
+        # A verdict its slot holds from other scoring code (or another answer) is not the pair's.
+        store.append(verdict(pairs[2], insts[2].instance_id, n[2], basis="0" * 32))
+        with pytest.raises(IncompleteVerdicts, match="derived from other code or another answer"):
+            check_verdicts(store, lambda: pairs)
 
 
 # ------------------------------------------------------------------------------ older run directories

@@ -15,9 +15,6 @@ from ifsweep.benchmarks.records import Instance
 
 __all__ = ["criteria_block", "format_rule", "judge_template", "render_judge_prompt", "template_version"]
 
-# 2: paper mode ignores scored lines copied from the prompt (issue 11).
-PARSER_VERSION = "cfbench-parse-2"
-
 _PLACEHOLDER = re.compile(r"\{(prompt|gold_ans|response|criteria)\}")
 
 
@@ -39,10 +36,8 @@ def format_rule() -> str:
 
 
 def template_version() -> str:
-    """Short sha256 of the template and the parser version (a parser change changes what a verdict means)."""
-    digest = hashlib.sha256(judge_template().encode("utf-8"))
-    digest.update(b"\x00" + PARSER_VERSION.encode())
-    return digest.hexdigest()[:12]
+    """Short sha256 of the template (the parser's version is its code's: benchmarks/versions.py)."""
+    return hashlib.sha256(judge_template().encode("utf-8")).hexdigest()[:12]
 
 
 def criteria_block(instance: Instance) -> str:

@@ -25,14 +25,14 @@ SYSTEM = "You are a helpful assistant."
 FORMAT_RULE = SCORE_PROMPT[
     SCORE_PROMPT.index("## 输出格式") : SCORE_PROMPT.index("答案：是/否") + len("答案：是/否")
 ]
-# 2: paper mode drops lines copied from the prompt and never reads "答案：是/否" as 是 (issue 11).
-PARSER_VERSION = "eifbench-parse-2"
 
 # The reference splits a task whose input text is longer than this into two generation calls.
 SPLIT_THRESHOLD = 8192
 INPUT_TEXT_FORMAT = "Instruction:\n{input}\n\n"
 SUB_INSTRUCTION_FORMAT = "{key}:\n{instruction}\nconstraints:\n{constraints}"
 JUDGE_SUB_INSTRUCTION_FORMAT = "{key}:{instruction}"
+# Every text of a judge request the benchmark writes itself: where a judge's copies are looked for.
+JUDGE_TEMPLATES = (SYSTEM, SCORE_PROMPT, JUDGE_SUB_INSTRUCTION_FORMAT)
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:
@@ -78,7 +78,6 @@ def template_version() -> str:
         SUB_INSTRUCTION_FORMAT,
         JUDGE_SUB_INSTRUCTION_FORMAT,
         FORMAT_RULE,
-        PARSER_VERSION,
     )
     for part in parts:
         h.update(part.encode("utf-8"))

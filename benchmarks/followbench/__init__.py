@@ -7,7 +7,7 @@ from ifsweep.benchmarks.followbench._benchmark import FollowBench
 from ifsweep.benchmarks.followbench._load import CATEGORIES, LANGUAGES
 from ifsweep.benchmarks.followbench._parse import decide_paper, decide_reference
 from ifsweep.benchmarks.followbench._prompts import CHINESE, ENGLISH, JudgeTemplate, judge_prompt
-from ifsweep.benchmarks.followbench._rules import RULES_VERSION, matches_template
+from ifsweep.benchmarks.followbench._rules import matches_template
 from ifsweep.benchmarks.followbench._scoring import RULE_SOURCES, Route, route, rule_verdict
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "CHINESE",
     "ENGLISH",
     "LANGUAGES",
-    "RULES_VERSION",
     "RULE_SOURCES",
     "FollowBench",
     "JudgeTemplate",

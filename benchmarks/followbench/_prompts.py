@@ -10,16 +10,14 @@ Pieces are joined by concatenation, never str.format over instruction or answer 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
-from ifsweep.benchmarks.followbench._rules import RULES_VERSION
 from ifsweep.benchmarks.records import Message
 
 JUDGED_CATEGORIES = ("content", "situation", "style", "format", "mixed")
-# 2: paper mode drops lines copied from the prompt and reads lists with a tokenizer (issue 11).
-PARSER_VERSION = "followbench-parse-2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +137,15 @@ def judge_prompt(category: str, evolution_path: Sequence[str], answer: str, lang
     return "".join(parts)
 
 
+@functools.cache
+def judge_templates(language: str) -> tuple[str, ...]:
+    """Every piece of one language's judge prompt the benchmark writes itself (the category phrases
+    included): where a judge's copies are looked for."""
+    template = TEMPLATES[language]
+    pieces = [piece for piece in astuple(template) if isinstance(piece, str)]
+    return (*pieces, *(phrase for _, phrase in template.kinds))
+
+
 def format_rule(level: int, language: str) -> str:
     """The template's own last line, the rule a re-ask quotes: "3) In the final line, only output a
     Python LIST with L elements ('YES' or 'NO')..." for level L."""
@@ -153,12 +160,11 @@ def generation_messages(instruction: str) -> tuple[Message, ...]:
 
 
 def template_version() -> str:
-    """Short sha256 over every judge-prompt piece of both languages and the rule and parser versions."""
+    """Short sha256 over every judge-prompt piece of both languages (the rules' and the parser's version
+    is their code's: benchmarks/versions.py)."""
     digest = hashlib.sha256()
     for language in sorted(TEMPLATES):
         for piece in astuple(TEMPLATES[language]):
             digest.update(repr(piece).encode("utf-8"))
             digest.update(b"\x00")
-    digest.update(RULES_VERSION.encode())
-    digest.update(PARSER_VERSION.encode())
     return digest.hexdigest()[:12]

@@ -17,9 +17,6 @@ from collections.abc import Callable, Sequence
 Check = Callable[[str], bool]
 SourceRule = Callable[[str, str, int], bool]
 
-# Bump when any rule's logic changes: it goes into template_version() so old verdicts are not reused.
-RULES_VERSION = "followbench-rules-1"
-
 
 def passes_levels(checks: Sequence[Check], text: str, level: int) -> bool:
     """Level L of a cumulative source passes when the first L checks all pass."""

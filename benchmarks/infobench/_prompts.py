@@ -28,8 +28,8 @@ FIRST_TURN_NO_INPUT = '{sys_msg}\n\nGenerated Text:\n"{output}"\n\nQuestion:\n{q
 LATER_TURN = "{question}\n"
 # The rule a re-ask quotes: SYS_MSG's own words for the answer it wants.
 FORMAT_RULE = "Answer the question with either a YES or NO choice."
-# 2: paper mode drops lines copied from the prompt before deciding (issue 11).
-PARSER_VERSION = "infobench-parse-2"
+# Every text of the judge conversation the benchmark writes itself: where a judge's copies are looked for.
+JUDGE_TEMPLATES = (SYS_MSG, FIRST_TURN_WITH_INPUT, FIRST_TURN_NO_INPUT, LATER_TURN)
 
 
 # str.format parses only these templates, never the values put into them, so braces in an instruction
@@ -63,7 +63,7 @@ def template_version() -> str:
     """Short sha256 over every text that shapes a prompt, so editing any of them changes it."""
     h = hashlib.sha256()
     parts = (SYS_MSG, GENERATION_FORMAT, FIRST_TURN_WITH_INPUT, FIRST_TURN_NO_INPUT, LATER_TURN)
-    for part in (*parts, FORMAT_RULE, PARSER_VERSION):
+    for part in (*parts, FORMAT_RULE):
         h.update(part.encode("utf-8"))
         h.update(b"\x00")
     return h.hexdigest()[:12]

@@ -9,7 +9,7 @@ judge replies and verdicts, and a changed file is a new result rather than a sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,24 +97,12 @@ def import_reference(
     """Replay the answers and judge replies stored in `files` (a reference tool's output) into the run
     directory `out`, scored in `scoring` mode; a one-line summary. A (model, instance) whose judge reply
     is missing gets an error verdict, never a guessed one, unless the reference leaves that constraint
-    out of its scores (`ImportedResult.unscored`, reference mode only). Raises IncompleteVerdicts when a
-    replayed pair ends without a verdict of its own."""
+    out of its scores (`ImportedResult.unscored`, reference mode only). A verdict an earlier import wrote
+    for the same (benchmark, model, instance, scoring) is replaced (runner.store.keys: one slot, one
+    current verdict); a directory holding the benchmark's verdicts in the other scoring mode is refused.
+    Raises IncompleteVerdicts when a replayed pair ends without a verdict of its own."""
     opts = dict(options or {})
-    if name not in benchmarks.names():
-        raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(benchmarks.names())}")
-    bench = benchmarks.get(name)
-    reader = getattr(bench, "read_reference_outputs", None)
-    if reader is None:
-        raise UsageError(f"{name}: importing reference outputs is not supported")
-    unknown = set(opts) - set(bench.options)
-    if unknown:
-        known = ", ".join(sorted(bench.options)) or "none"
-        raise UsageError(f"{name} has no option {sorted(unknown)[0]!r}; options: {known}")
-    for f in files:
-        if not f.exists():
-            raise UsageError(f"{f}: no such file")
-    if data is not None and not data.exists():
-        raise UsageError(f"{data}: no such file or folder")
+    bench, reader = _importer(name, files, data, opts)
     try:
         bench.validate_options(opts)
         results: list[ImportedResult] = list(reader(files, data, opts, mode=scoring))
@@ -142,30 +130,76 @@ def import_reference(
         bench=bench,
         template_version=bench.template_version(),
     )
-    store = RunStore.open(out, writer_id="import")
+    counters = _replay(out, job, results)
+    done = sum(c.done for c in counters.values())
+    errors = sum(c.errors for c in counters.values())
+    replaced = sum(c.rescored for c in counters.values())
+    models = {r.model for r in results}
+    again = f", {replaced} of them replacing an earlier import's verdict" if replaced else ""
+    return (
+        f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored{again}, "
+        f"{errors} errors"
+    )
+
+
+def _importer(
+    name: str, files: list[Path], data: Path | None, opts: Mapping[str, Any]
+) -> tuple[Benchmark, Callable[..., Iterable[ImportedResult]]]:
+    """The benchmark `name` and its reader of reference outputs, once the arguments are known to suit."""
+    if name not in benchmarks.names():
+        raise UsageError(f"unknown benchmark {name!r}; known: {', '.join(benchmarks.names())}")
+    bench = benchmarks.get(name)
+    reader = getattr(bench, "read_reference_outputs", None)
+    if reader is None:
+        raise UsageError(f"{name}: importing reference outputs is not supported")
+    unknown = set(opts) - set(bench.options)
+    if unknown:
+        known = ", ".join(sorted(bench.options)) or "none"
+        raise UsageError(f"{name} has no option {sorted(unknown)[0]!r}; options: {known}")
+    for f in files:
+        if not f.exists():
+            raise UsageError(f"{f}: no such file")
+    if data is not None and not data.exists():
+        raise UsageError(f"{data}: no such file or folder")
+    return bench, reader
+
+
+def _other_scoring(store: RunStore, job: BenchJob) -> str | None:
+    """The scoring mode of a verdict of `job`'s table already in the store in another mode, if any."""
+    for rec in store.iter_records({"verdict"}):
+        if rec.get("benchmark") == job.cfg.label and rec.get("scoring") != job.cfg.scoring:
+            return str(rec.get("scoring"))
+    return None
+
+
+def _replay(out: Path, job: BenchJob, results: list[ImportedResult]) -> dict[tuple[str, str], Counters]:
+    """Every result through the pipeline into `out`, checked: each pair ends with a verdict of its own."""
     counters = {(r.model, job.cfg.label): Counters() for r in results}
     pairs: list[Planned] = []
+    store = RunStore.open(out, writer_id="import")
 
     async def replay() -> None:
         for r in results:
-            model, judge = _endpoints(bench, job, r)
+            model, judge = _endpoints(job.bench, job, r)
             pipeline = Pipeline(
                 store=store, judges=(judge,), retry_errors=True, counters=counters, identify=replay_identity
             )
-            unscored = r.unscored if scoring == "reference" else frozenset()
+            unscored = r.unscored if job.cfg.scoring == "reference" else frozenset()
             counters[(r.model, job.cfg.label)].planned += 1
             await pipeline.evaluate(model, job, r.instance, unscored=unscored)
             pairs.extend(planned_verdicts(pipeline, model.spec, job, r.instance, unscored))
 
     try:
+        other = _other_scoring(store, job)
+        if other is not None:
+            raise UsageError(
+                f"--out {out} holds {job.cfg.label} verdicts scored in {other} mode: importing in "
+                f"{job.cfg.scoring} mode too would leave two verdicts of each instance in one directory, "
+                f"which no report can read as one. Import into another directory, or with --scoring {other}."
+            )
         anyio.run(replay)
         store.flush()
         check_verdicts(store, lambda: pairs)
     finally:
         store.close()
-    done = sum(c.done for c in counters.values())
-    errors = sum(c.errors for c in counters.values())
-    models = {r.model for r in results}
-    return (
-        f"imported {len(results)} answers of {len(models)} models into {out}: {done} scored, {errors} errors"
-    )
+    return counters

@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import anyio
 
-from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome
+from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome, scoring_version
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
 from ifsweep.providers.send.prefix import CacheHint
 from ifsweep.runner.config import BenchmarkConfig
@@ -57,6 +57,21 @@ class BenchJob:
     template_version: str
     data_dir: Path | None = None  # where the instances were read from (the manifest hashes it)
 
+    @property
+    def scoring_version(self) -> str:
+        """The version of the code that turns this benchmark's replies into verdicts (derived from it)."""
+        return scoring_version(self.bench)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRef:
+    """Where one judge's verdict on a pair is stored (its slot's key) and what it must be derived from.
+    `replaces`: the slot holds a verdict derived from something else, which this one replaces."""
+
+    key: str
+    basis: str
+    replaces: bool = False
+
 
 @dataclass(slots=True)
 class Counters:
@@ -69,6 +84,9 @@ class Counters:
     calls: int = 0
     judge_calls: int = 0
     unparsed: int = 0
+    # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
+    # re-scores them from the stored replies, sending nothing it has.
+    rescored: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -136,7 +154,7 @@ class Pipeline:
     def generation_key(self, spec: EndpointSpec, inst: Instance) -> str:
         return keys.generation_key(self.identify(spec), spec.params, _msgs(inst.messages))
 
-    def verdict_key(
+    def verdict_ref(
         self,
         gen_key: str,
         spec: EndpointSpec,
@@ -144,20 +162,25 @@ class Pipeline:
         inst: Instance,
         unscored: frozenset[int] = frozenset(),
         judge: SupportsComplete | None = None,
-    ) -> str:
-        """The key of `judge`'s verdict on the pair (None: a sweep without judges)."""
+    ) -> VerdictRef:
+        """The slot and basis of `judge`'s verdict on the pair (None: a sweep without judges)."""
         js = judge.spec if judge is not None else None
-        return keys.verdict_key(
+        key = keys.verdict_key(
             benchmark=job.cfg.label,
             instance_id=inst.instance_id,
-            gen_key=gen_key,
             model=spec.label,
-            judge=None if js is None else (self.identify(js), js.params),
+            judge=None if js is None else js.label,
             scoring=job.cfg.scoring,
+        )
+        basis = keys.verdict_basis(
+            gen_key=gen_key,
+            judge=None if js is None else (self.identify(js), js.params),
             reask=job.cfg.reask,
             template=job.template_version,
+            code=job.scoring_version,
             unscored=unscored,
         )
+        return VerdictRef(key, basis)
 
     def _judge_key(self, judge: SupportsComplete, messages: Sequence[Message], ask: int) -> str:
         spec = judge.spec
@@ -187,14 +210,16 @@ class Pipeline:
         spec = endpoint.spec
         c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        todo: list[tuple[SupportsComplete | None, str]] = []
+        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
         kept_error = False
         for judge in self.panel():
-            v_key = self.verdict_key(gen_key, spec, job, inst, unscored, judge)
-            cached = self._cached(v_key)
+            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(ref.key)
+            if cached is not None and cached.get("basis") != ref.basis:
+                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
             jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
             if cached is None:
-                todo.append((judge, v_key))
+                todo.append((judge, ref))
             elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
                 kept_error = True
                 if jc is not None:
@@ -212,16 +237,18 @@ class Pipeline:
         gen = await self._generation(endpoint, job, inst, gen_key, c)
         found: list[str] = ["skipped"] * len(todo)
 
-        async def judge_one(i: int, judge: SupportsComplete | None, v_key: str) -> None:
-            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, v_key, unscored, c)
+        async def judge_one(i: int, judge: SupportsComplete | None, ref: VerdictRef) -> None:
+            found[i] = await self._verdict(judge, endpoint, job, inst, gen, gen_key, ref, unscored, c)
+            if ref.replaces and found[i] != "skipped":
+                c.rescored += 1
 
         if len(todo) == 1:
             await judge_one(0, *todo[0])
         else:
             try:
                 async with anyio.create_task_group() as tg:
-                    for i, (judge, v_key) in enumerate(todo):
-                        tg.start_soon(judge_one, i, judge, v_key)
+                    for i, (judge, ref) in enumerate(todo):
+                        tg.start_soon(judge_one, i, judge, ref)
             except BaseExceptionGroup as group:
                 raise _budget_only(group) or group from None
         if "skipped" in found:
@@ -240,7 +267,7 @@ class Pipeline:
         inst: Instance,
         gen: Mapping[str, Any],
         gen_key: str,
-        v_key: str,
+        ref: VerdictRef,
         unscored: frozenset[int],
         c: Counters,
     ) -> str:
@@ -268,7 +295,7 @@ class Pipeline:
                     return "skipped"
                 values.update({idx: v for idx, v in judged.items() if idx not in unscored})
         rows, status = _verdict_rows(inst, values, unscored, gen_error=gen["status"] == "error")
-        self._write_verdict(v_key, gen_key, spec, job, inst, rows, status, judge)
+        self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
         jc = self.judge_counters.get(label) if label is not None else None
         if jc is not None:
             if status == "error":
@@ -463,7 +490,7 @@ class Pipeline:
 
     def _write_verdict(
         self,
-        key: str,
+        ref: VerdictRef,
         gen_key: str,
         spec: EndpointSpec,
         job: BenchJob,
@@ -476,7 +503,9 @@ class Pipeline:
             {
                 "v": RECORD_VERSION,
                 "kind": "verdict",
-                "key": key,
+                "key": ref.key,
+                "basis": ref.basis,
+                "code": job.scoring_version,  # for a reader: which scoring code derived it
                 "status": status,
                 "model": spec.label,
                 "judge": judge.spec.label if judge is not None else None,

@@ -64,7 +64,12 @@ _VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
     "category": pl.String(),
     "split": pl.String(),
     "rows": pl.List(_ROW_SCHEMA),
+    "ts": pl.Float64(),
 }
+# One current verdict per slot (runner.store.keys.verdict_key). A slot's key is its identity, so the
+# newest record per key is already one per slot; a directory written when verdict keys also held what
+# the verdict depends on may have several under old keys, of which the newest is the current one.
+_SLOT = ["benchmark", "model", "judge", "scoring", "instance_id"]
 # One row per constraint: the metrics package's verdict schema (its `scoring` says which mode decided a
 # row: a run may score one benchmark in two modes over time, and CFBench's reference mode rounds).
 VERDICT_COLUMNS: dict[str, pl.DataType] = dict(VERDICT_SCHEMA)
@@ -133,9 +138,10 @@ def _frame(lines: list[bytes], schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _verdict_rows(lines: list[bytes], run: str) -> pl.DataFrame:
-    recs = _frame(lines, _VERDICT_RECORD_SCHEMA)
+    recs = _frame(lines, _VERDICT_RECORD_SCHEMA).sort("ts", nulls_last=False)
     rows = (
-        recs.filter(pl.col("rows").list.len() > 0)
+        recs.unique(_SLOT, keep="last", maintain_order=True)
+        .filter(pl.col("rows").list.len() > 0)
         .explode("rows")
         .unnest("rows")
         .with_columns(pl.lit(run, pl.String).alias("run"))

@@ -6,9 +6,13 @@ and verdicts (sha256 of canonical JSON, `runner.store.shards.record_key`).
   two model ids on one endpoint share their answers, two on different endpoints never do.
 - A judge call depends on the judge's endpoint, its params, the messages and the ask index, not on the
   instance: identical judge conversations may share a reply.
-- A verdict belongs to one instance of one benchmark table: its identity (table name, which carries the
-  language, and instance id) is in the key, so instances whose generation is shared still get a verdict
-  each, together with everything that changes how the verdict is reached.
+- A verdict's key names its slot: one (benchmark table, instance, model, judge, scoring), the table
+  name carrying the language. A slot holds exactly one current verdict: the newest record under its key
+  (every reader's rule), so a verdict derived anew, by a resume or a re-import, replaces the old one
+  instead of standing beside it. What the verdict depends on is its basis, stored in the record: the
+  generation, the judge's endpoint and params, the re-asks, the template version, the version of the
+  code that derived it (benchmarks/versions.py) and the constraints left unscored. A stored verdict
+  serves only while its basis is the current one; otherwise it is derived again from the stored replies.
 
 KEY_SCHEMA names this scheme; run directories record it (runner.store.manifest) so that one written under an
 older scheme is refused instead of silently re-buying every result.
@@ -30,6 +34,7 @@ __all__ = [
     "endpoint_identity",
     "generation_key",
     "judge_key",
+    "verdict_basis",
     "verdict_key",
 ]
 
@@ -67,31 +72,38 @@ def judge_key(
     )
 
 
-def verdict_key(
+def verdict_key(*, benchmark: str, instance_id: str, model: str, judge: str | None, scoring: str) -> str:
+    """The slot: `benchmark` is the table's report name (it carries the language); `model` and `judge`
+    the config ids (None: a sweep without judges), which the verdict record reports."""
+    slot = {
+        "benchmark": benchmark,
+        "instance": instance_id,
+        "label": model,
+        "judge": judge,
+        "scoring": scoring,
+    }
+    return record_key({"t": "verdict", **slot})
+
+
+def verdict_basis(
     *,
-    benchmark: str,
-    instance_id: str,
     gen_key: str,
-    model: str,
     judge: tuple[Identity, Mapping[str, Any]] | None,
-    scoring: str,
     reask: int,
     template: str,
+    code: str,
     unscored: Collection[int] = (),
 ) -> str:
-    """`benchmark` is the table's report name (it carries the language); `model` the config id, which
-    the verdict record reports; `unscored`, constraints an import leaves out as its reference does."""
+    """Everything a verdict depends on besides its slot; `code` the version of the code that derives it
+    (benchmarks.scoring_version), `unscored` the constraints an import leaves out as its reference does."""
     return record_key(
         {
-            "t": "verdict",
-            "benchmark": benchmark,
-            "instance": instance_id,
+            "t": "basis",
             "gen": gen_key,
-            "label": model,
             "judge": None if judge is None else {"endpoint": dict(judge[0]), "params": dict(judge[1])},
-            "scoring": scoring,
             "reask": reask,
             "template": template,
+            "code": code,
             "unscored": sorted(unscored),
         }
     )

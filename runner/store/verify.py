@@ -39,13 +39,15 @@ class IncompleteVerdicts(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """One pair that must end with a verdict: its verdict key and whose it must be."""
+    """One pair that must end with a verdict: its verdict key, whose it must be and what it must be
+    derived from (its basis: a verdict left from other code or another answer does not count)."""
 
     key: str
     model: str
     benchmark: str  # the table's report name
     instance: Instance
     judge: str | None = None  # whose verdict (None: a sweep without judges)
+    basis: str | None = None  # None: any basis
 
 
 def planned(
@@ -59,8 +61,9 @@ def planned(
     """The verdict of `judge` (default: the pipeline's first judge, or none) the pair must end with."""
     judge = judge if judge is not None else pipeline.panel()[0]
     gen_key = pipeline.generation_key(spec, inst)
-    key = pipeline.verdict_key(gen_key, spec, job, inst, unscored, judge)
-    return Planned(key, spec.label, job.cfg.label, inst, judge.spec.label if judge is not None else None)
+    ref = pipeline.verdict_ref(gen_key, spec, job, inst, unscored, judge)
+    who = judge.spec.label if judge is not None else None
+    return Planned(ref.key, spec.label, job.cfg.label, inst, who, ref.basis)
 
 
 def planned_verdicts(
@@ -131,6 +134,8 @@ def _record_problem(store: RunStore, p: Planned) -> str | None:
     found = (rec.get("model"), rec.get("benchmark"), rec.get("instance_id"))
     if found != (p.model, p.benchmark, p.instance.instance_id) or rec.get("judge") != p.judge:
         return f"its verdict key holds the record of {found}"
+    if p.basis is not None and rec.get("basis") != p.basis:
+        return "its verdict was derived from other code or another answer than the current ones"
     if rec.get("status") == "error":
         return None  # error rows are what coverage counts; a resume retries them
     rows = rec.get("rows") or []
