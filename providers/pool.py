@@ -453,7 +453,11 @@ class Endpoint:
         try:
             await self._intend(attempts, key)
             completion = await self._call(messages, api_key, prompt_tokens, attempts, start, cache, key)
-            return dataclasses.replace(completion, intents=tuple(attempts.intents))
+            # Intents exist only under a cap with an intent log: without them, no copy of the record
+            # (dataclasses.replace was 2% of a sweep's CPU at latency 0).
+            if attempts.intents:
+                return dataclasses.replace(completion, intents=tuple(attempts.intents))
+            return completion
         finally:
             # Cancelled mid-call (or stopped by the budget before a retry): every attempt it holds for
             # may have been billed, so the hold is charged as the worst case it is.
