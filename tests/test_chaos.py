@@ -74,14 +74,27 @@ def test_a_call_is_billed_when_admitted_even_if_its_client_leaves() -> None:
     assert bill["prompt_tokens"] > 0 and 0 < bill["completion_tokens"] <= 64
 
 
-@pytest.mark.parametrize("fault", ["server_error", "rate_limit", "malformed", "reset", "context_length"])
-def test_a_fault_without_an_answer_is_received_but_not_billed(fault: str) -> None:
+@pytest.mark.parametrize("fault", ["server_error", "rate_limit", "context_length"])
+def test_a_fault_answered_before_the_model_runs_is_received_but_not_billed(fault: str) -> None:
     with SimulatorThread(SimConfig(faults=FaultRates(**{fault: 1.0}))) as sim:
         status = chat(sim.base_url)
         ledger = fetch(sim.base_url)
     if fault == "context_length":
         assert status == 400
     assert len(ledger.received) == 1 and ledger.bills == []
+
+
+@pytest.mark.parametrize("fault", ["malformed", "reset"])
+def test_an_answer_lost_on_the_way_is_billed_undelivered_and_its_retry_is_no_double_payment(
+    fault: str,
+) -> None:
+    with SimulatorThread(SimConfig(faults=FaultRates(**{fault: 1.0}))) as sim:
+        chat(sim.base_url)
+        sim.set_config(SimConfig())
+        assert chat(sim.base_url) == 200
+        ledger = fetch(sim.base_url)
+    assert [b["delivered"] for b in ledger.bills] == [False, True]
+    assert checks.paid_once(ledger, [], 1.0) == []
 
 
 async def post_bodies(base: str, bodies: list[dict[str, Any]]) -> list[int]:

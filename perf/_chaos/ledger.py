@@ -69,13 +69,17 @@ def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, 
 
     A body billed again is excused only when its previous bill came in the `window_s` before a kill
     and the new one after it: a call the kill left without a stored result (in flight at the
-    provider, or answered but still in the group-commit buffer)."""
+    provider, or answered but still in the group-commit buffer). A bill whose answer never reached
+    its client whole (a malformed, cut, reset or hung answer) is no answer: paying again after it is
+    the fault's doing, and the spend must count it (I2), not I3."""
     by_body: dict[str, list[dict[str, Any]]] = {}
     for b in sorted(ledger.bills, key=lambda b: b["at"]):
         by_body.setdefault(b["body"], []).append(b)
     excused, unexcused = 0, []
     for bills in by_body.values():
         for first, again in itertools.pairwise(bills):
+            if not first.get("delivered", True):
+                continue  # its answer never reached the client whole: a retry pays again by nature
             if any(t - window_s <= first["at"] <= t < again["at"] for t in kills):
                 excused += 1
             else:
