@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import urllib.request
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,13 +52,13 @@ def bill_usd(bill: dict[str, Any], roles: dict[str, str]) -> float:
     """What one billed request costs at the sweep's prices (cached tokens at the input price, as the
     config gives no cached price; the Batch API at half)."""
     inp, out = PRICES[roles.get(bill["model"], "model")]
-    usd = (bill["prompt_tokens"] * inp + bill["completion_tokens"] * out) / 1e6
+    usd = float(bill["prompt_tokens"] * inp + bill["completion_tokens"] * out) / 1e6
     return usd / 2 if bill["via"] == "batch" else usd
 
 
-def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> Counter[str]:
+def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> defaultdict[str, float]:
     """Dollars billed per served model name."""
-    out: Counter[str] = Counter()
+    out: defaultdict[str, float] = defaultdict(float)
     for b in ledger.bills:
         out[b["model"]] += bill_usd(b, roles)
     return out
