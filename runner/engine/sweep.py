@@ -39,6 +39,7 @@ from ifsweep.runner.engine.scheduler import (
 )
 from ifsweep.runner.store.intents import INTENT, SPEND_KINDS, SpendScan, StoreIntents
 from ifsweep.runner.store.keys import endpoint_identity
+from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import (
     BenchmarkEntry,
     Manifest,
@@ -174,15 +175,11 @@ async def run_sweep(
     program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
     settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was
     stored is flushed, the summary says "interrupted", and running it again resumes."""
-    from ifsweep.runner.store.shards import RunStore
-
     if process is not None:
         process.prepare()
-    run_dir = cfg.run.output_dir
-    prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
-    store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    lock, store = _open_run(cfg, work, writer_id, retry, shared=partition is not None)
     run = _Run(cfg, work, store, writer_id, retry, process, started=time.time())
     try:
         books = await _open_books(run, partition)
@@ -199,8 +196,74 @@ async def run_sweep(
         if run.coordinator is not None:
             with anyio.CancelScope(shield=True):
                 await run.coordinator.close()  # a no-op if closed above; else its holds go at once
-        with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
-            store.close()
+        try:
+            with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
+                store.close()
+        finally:
+            os.close(lock)
+
+
+def _open_run(cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shared: bool) -> tuple[int, Any]:
+    """The run lock (exclusive for a plain run, shared among partitions), then the manifest, then the
+    store: a second run on the directory is refused before it writes anything."""
+    from ifsweep.runner.store.shards import SHARDS_DIR, RunStore
+
+    run_dir = cfg.run.output_dir
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
+        ) from None
+    lock = lock_run(run_dir, shared=shared, shards_dir=run_dir / SHARDS_DIR)
+    store = None
+    try:
+        prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
+        store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+        check_batches_off(cfg, store)
+    except BaseException:
+        try:
+            if store is not None:
+                store.close()
+        finally:
+            os.close(lock)
+        raise
+    return lock, store
+
+
+def check_batches_off(cfg: SweepConfig, store: Any) -> None:
+    """Refuse (ConfigError, exit 2) an endpoint whose `batch` is off while batches of its calls are
+    open at the provider: sending those calls interactively would pay for them twice."""
+    off = {s.label for s in specs_of(cfg) if s.batch is None}
+    if not store.batch_records or not off:
+        return  # no batch was ever submitted here: no scan
+    from ifsweep.runner.engine.batches import open_batches
+
+    left = [b for b in open_batches(store.run_dir) if b.endpoint in off and b.state != "cancelled"]
+    if not left:
+        return
+    label = left[0].endpoint
+    mine = [b for b in left if b.endpoint == label]
+    n, requests = len(mine), sum(b.requests for b in mine)
+    raise ConfigError(
+        cfg.path,
+        _batch_key(cfg, label),
+        f"off, but {n} Batch API batch{'es' if n != 1 else ''} of '{label}' ({requests} requests) "
+        f"{'are' if n != 1 else 'is'} still open at the provider, and sending those calls again would pay "
+        f"for them twice. Either set `batch = true` again (the run collects them), or cancel them with "
+        f"`ifsweep batches {store.run_dir} --cancel` (requests they already finished are then sent and "
+        "paid again)",
+    )
+
+
+def _batch_key(cfg: SweepConfig, label: str) -> str:
+    """Where `label`'s batch setting lives in the config file."""
+    for i, spec in enumerate(cfg.models):
+        if spec.label == label:
+            return f"models[{i}].batch"
+    if "judge" in cfg.raw:
+        return "judge.batch"
+    return f"judges[{[s.label for s in cfg.judges].index(label)}].batch"
 
 
 @dataclass(eq=False, slots=True)
