@@ -64,6 +64,10 @@ def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> defaultdict[str, f
     return out
 
 
+# A request already on the wire when the kill lands reaches the simulator just after it.
+_ON_THE_WIRE_S = 0.1
+
+
 def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, list[str]]:
     """Bills beyond the first of each request body: (how many a kill excuses, the others described).
 
@@ -80,11 +84,15 @@ def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, 
         for first, again in itertools.pairwise(bills):
             if not first.get("delivered", True):
                 continue  # its answer never reached the client whole: a retry pays again by nature
-            if any(t - window_s <= first["at"] <= t < again["at"] for t in kills):
+            if any(t - window_s <= first["at"] <= t + _ON_THE_WIRE_S < again["at"] for t in kills):
                 excused += 1
             else:
                 gap = again["at"] - first["at"]
-                unexcused.append(f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s")
+                kill = max((t for t in kills if t < again["at"]), default=None)
+                when = f"; the last kill before it {kill - first['at']:+.2f}s after the first" if kill else ""
+                unexcused.append(
+                    f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s{when}"
+                )
     return excused, unexcused
 
 
