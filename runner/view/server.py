@@ -170,7 +170,10 @@ def _answered(sock: socket.socket) -> frozenset[str] | None:
 def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
     """Previous and next in the list the instance page was opened from, with that list's filters."""
     f = Filters.from_query(query)
-    kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    if f.any:
+        kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    else:  # the whole list, in the index's order (copied at C speed: lists run to 100k pairs)
+        kept = list(state.index.groups.get((names[0], names[1]), {}))
     try:
         at = kept.index(names[2])
     except ValueError:
