@@ -22,11 +22,6 @@ import orjson
 Via = Literal["chat", "batch"]
 Outcome = Literal["pending", "answered", "unanswered"]
 
-# Faults answered before the model runs: nothing is billed for them. Every other request is billed in
-# full, a malformed, cut, hung or reset answer too: its client cannot know it was not (issue 21).
-UNBILLED_FAULTS = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length"})
-
-
 _HINTS = ("prompt_cache_key",)
 
 
@@ -98,4 +93,4 @@ class Ledger:
         }
 
 
-__all__ = ["UNBILLED_FAULTS", "Bill", "Ledger", "Submission", "body_digest"]
+__all__ = ["Bill", "Ledger", "Submission", "body_digest"]
