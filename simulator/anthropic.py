@@ -29,7 +29,7 @@ from aiohttp import web
 from ifsweep.simulator.anthropic_batch import BatchServer, MessageBatches
 from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, apply_content_fault
 from ifsweep.simulator.judges import Judges
-from ifsweep.simulator.ledger import body_digest
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, body_digest
 from ifsweep.simulator.limits import RateLimits
 from ifsweep.simulator.prefix import Breakpoint, BreakpointCache, CacheUse
 from ifsweep.simulator.stats import Served
@@ -238,7 +238,10 @@ class AnthropicAPI:
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
         payload, out = self._message(req, n_prompt, use, fault, canonical)
         if fault not in NEVER_RAN:  # billed once it reached the model, whether the client waits or not
-            stats.ledger.bill(body_digest(req.body), req.model, "chat", n_prompt, use.read, out)
+            delivered = fault not in UNDELIVERED_FAULTS
+            stats.ledger.bill(
+                body_digest(req.body), req.model, "chat", (n_prompt, use.read, out), delivered=delivered
+            )
         await host.wait_latency(req.model, canonical)
         early = await self._fault_reply(request, fault, error_status)
         if early is not None:
