@@ -203,3 +203,22 @@ def test_after_cancelling_the_open_batches_a_run_with_batch_off_goes_on(
     assert main(["run", str(cfg)]) == 0
     assert summary(run_dir)["status"] == "complete"
     assert sim.stats.requests > 0 and Counter(sim.stats.batch_requests) == before
+
+
+def test_cancel_looks_up_a_batch_whose_creation_was_never_recorded(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Killed between the create and its `submitted` record: `ifsweep batches --cancel` finds the
+    batch at the provider by its input file, cancels it and records that, so `batch` may be turned off."""
+    cfg, run_dir, before = killed_with_batches_open(tmp_path, sim)
+    for shard in (run_dir / "shards").glob("*.jsonl"):  # whole lines out: the others stay valid
+        lines = shard.read_bytes().splitlines(keepends=True)
+        shard.write_bytes(b"".join(line for line in lines if b'"state":"submitted"' not in line))
+    assert {b.batch_id for b in open_batches(run_dir)} == {None}
+    assert main(["batches", str(run_dir), "--cancel"]) == 0
+    cancelled = open_batches(run_dir)
+    assert {b.state for b in cancelled} == {"cancelled"} and all(b.batch_id for b in cancelled)
+    assert len(cancelled) == sim.stats.batches_created
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
+    assert main(["run", str(cfg)]) == 0
+    assert Counter(sim.stats.batch_requests) == before
