@@ -42,6 +42,11 @@ LEGACY_JUDGE = "judge"
 # 2: result keys carry the endpoint and the instance (runner.store.keys.KEY_SCHEMA); models record their
 # endpoint.
 MANIFEST_SCHEMA = 2
+# What a benchmark's template_version hashes. 1 (a manifest without the field): the prompt texts and a
+# hand-kept parser version; 2: the prompt texts alone, each verdict recording the version of the code
+# that derived it (benchmarks/versions.py). Versions of two schemes are not compared: a run recorded
+# under 1 resumes, and its verdicts are derived again from the stored replies where the code changed.
+TEMPLATE_SCHEME = 2
 
 
 class ManifestError(ValueError):
@@ -59,6 +64,7 @@ class BenchmarkEntry:
     # planned and reports score. None in manifests written before it was kept (and never compared:
     # a lowered `limit` leaves the earlier verdicts valid, only outside the plan).
     instances: tuple[str, ...] | None = None
+    template_scheme: int = TEMPLATE_SCHEME
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +108,7 @@ class Manifest:
                 name: {
                     "data_hash": b.data_hash,
                     "template_version": b.template_version,
+                    "template_scheme": b.template_scheme,
                     "scoring": b.scoring,
                     "settings": dict(b.settings),
                     **({} if b.instances is None else {"instances": list(b.instances)}),
@@ -214,6 +221,7 @@ class _Reader:
             scoring=self.get(b, where, "scoring", str),
             settings=self.table(b.get("settings", {}), f"{where}.settings"),
             instances=None if instances is None else tuple(instances),
+            template_scheme=self.get(b, where, "template_scheme", int) if "template_scheme" in b else 1,
         )
 
     def get(self, d: Mapping[str, Any], where: str, name: str, typ: type) -> Any:
@@ -263,7 +271,7 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
         nb = new.benchmarks.get(name)
         if nb is None:
             continue  # a benchmark left out is just not run this time
-        if nb.template_version != ob.template_version:
+        if nb.template_version != ob.template_version and nb.template_scheme == ob.template_scheme:
             problems.append(
                 f"benchmark '{name}': template version changed from {ob.template_version!r} "
                 f"to {nb.template_version!r}"

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ifsweep.runner.store.keys import verdict_slot
 from ifsweep.runner.store.manifest import planned_instances
 from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards, shard_files
 from ifsweep.runner.watch.board import Board, natural_key
@@ -218,9 +219,10 @@ class _ReportScan:
                 if judge is not None:
                     self.judge_spent[judge] += float(cost)
             entry = (group, sl.is_error, None, judge)
-        old = self.newest.get(sl.key)
+        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
+        old = self.newest.get(key)
         if old is None or not entry[1] or old[1]:
-            self.newest[sl.key] = entry
+            self.newest[key] = entry
 
     def report(self) -> StatusReport:
         run_dir, spent, judge_spent = self.run_dir, self.spent, self.judge_spent
@@ -397,9 +399,10 @@ class _Scan:
             _count_call(self, label, group, sl.kind, rec, self.since, first=sl.key not in newest)
             if sl.kind == "judgment" and sl.key not in newest:
                 self.judge_calls[label] += 1
-        old = newest.get(sl.key)
+        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
+        old = newest.get(key)
         if old is None or not failed or old[2]:
-            newest[sl.key] = (label, group, failed)
+            newest[key] = (label, group, failed)
 
     def finish(self, panel: tuple[str, ...]) -> _Scan:
         """Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
