@@ -296,3 +296,56 @@ def test_breakpoints_inside_a_batch_mark_the_task_and_each_answer() -> None:
         assert "".join(b["text"] for b in blocks) == prompt[1]["content"]
         marked = [b["text"] for b in blocks if "cache_control" in b]
         assert marked == [task, answers[i // 3] + "Question "]
+
+
+def test_batches_command_cancels_and_the_next_run_sends_the_cancelled_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], interactive: tuple[dict[str, Any], dict[Any, Any]]
+) -> None:
+    with SimulatorThread(SimConfig(seed=5, batch=BatchSettings(delay_s=60))) as sim:
+        cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+        cfg.write_text(anthropic_sweep(run_dir, sim, batch=True))
+        proc = child(cfg)
+        try:
+            wait_for_submitted(run_dir, proc)
+        finally:
+            kill(proc)
+        ids = [b.batch_id for b in open_batches(run_dir)]
+        capsys.readouterr()
+        assert ids and main(["batches", str(run_dir), "--cancel"]) == 0
+        out = capsys.readouterr().out
+        assert all(f"{i}: cancelling" in out for i in ids)
+        sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2)))
+        code, summary = run(cfg, cfg.read_text())
+        counts = sim.stats.batch_requests
+    assert code == 0 and summary["status"] == "complete"
+    assert verdicts(run_dir) == interactive[1]
+    assert max(counts.values()) == 2  # the cancelled ones, once more
+
+
+def test_no_key_for_message_batches_is_an_auth_error_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ifsweep.providers.batch.endpoint import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    policy = BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1)
+    spec = EndpointSpec(
+        label="j", model=CLAUDE, params={"max_tokens": 64}, price=Price(3.0, 15.0), batch=policy
+    )
+
+    async def go() -> Any:
+        async with ProviderPool(budget=Budget(None), journal=MemoryJournal()) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                with anyio.fail_after(30):
+                    done = await endpoint.complete([{"role": "user", "content": "hi"}], key="k1")
+                tg.cancel_scope.cancel()
+        return done
+
+    done = anyio.run(go)
+    assert done.status == "error" and done.error_kind == "auth"
+    assert "API key missing for Anthropic's Message Batches: set api_key_env" in (done.error_message or "")
