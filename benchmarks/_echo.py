@@ -5,6 +5,12 @@ A weak judge often repeats its prompt: the format rule ("...only output a Python
 Those lines hold the very words a parser looks for, so every paper-mode parser first drops the reply
 lines that the prompt already holds (`own_lines`) and decides only from what is left.
 
+Copies are looked for only in what the benchmark itself wrote into the prompt (`template_prompt`): its
+template texts and the re-ask's follow-up, never the instance's data or the answer under judgment. An
+answer may well hold the verdict line ("答案：是", a line "YES"); the judge's honest verdict is then the
+same line, and must not be dropped as a copy of the answer (issue 21.6: only verdicts that differed
+from the answer's line survived).
+
 A reply line is an echo when, with its whitespace collapsed, it is a whole line of the prompt, or a piece
 of the prompt long enough not to be a verdict by chance (`MIN_ECHO_WEIGHT`; CJK characters weigh 2).
 Short answers ("YES", "['NO']", "答案：否") are never echoes unless a prompt line is exactly that text.
@@ -13,7 +19,9 @@ Inside a line the judge wrote itself, such pieces of the prompt are cut out too 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ifsweep.benchmarks.records import JudgeTask, reask_message
@@ -24,11 +32,13 @@ __all__ = [
     "PromptText",
     "is_echo",
     "own_lines",
-    "task_prompt",
+    "template_prompt",
     "without_copies",
 ]
 
 MIN_ECHO_WEIGHT = 16
+# A template's field ("{response}", "{level}"): what the instance's data or the answer fills in.
+_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 # Markup a judge wraps a copied line in (a quote block, a bullet, bold, code); also stripped for the test.
 _WRAP = " >*-#`\"'“”‘’"
 
@@ -54,18 +64,24 @@ class PromptText:
         kept = [line for line in lines if line]
         return cls(frozenset(kept), "\n".join(kept))
 
+    def with_(self, other: PromptText) -> PromptText:
+        return PromptText(self.lines | other.lines, f"{self.text}\n{other.text}")
+
 
 NO_PROMPT = PromptText(frozenset(), "")  # for reading a reply on its own (tests, imports of bare replies)
 
 
-def task_prompt(task: JudgeTask) -> PromptText:
-    """What a judge of `task` may have been sent: its system message, every turn's user message, and
-    each turn's re-ask follow-up (runner/engine/pipeline.py sends it when a reply is unparsed)."""
-    texts = [] if task.system is None else [task.system]
-    for turn in task.turns:
-        texts.append(turn.user)
-        texts.append(reask_message(turn).content)
-    return PromptText.of(texts)
+def template_prompt(task: JudgeTask, templates: Sequence[str]) -> PromptText:
+    """What the benchmark itself wrote into `task`'s prompt: its `templates` (every text its judge
+    prompts are made of, system message included), each cut at its `{fields}`, and each turn's re-ask
+    follow-up (runner/engine/pipeline.py sends it when a reply is unparsed; its rule is template text)."""
+    follow_ups = PromptText.of(reask_message(turn).content for turn in task.turns)
+    return _template_text(tuple(templates)).with_(follow_ups)
+
+
+@functools.lru_cache(maxsize=64)
+def _template_text(templates: tuple[str, ...]) -> PromptText:
+    return PromptText.of(piece for template in templates for piece in _FIELD.split(template))
 
 
 def is_echo(line: str, prompt: PromptText) -> bool:

@@ -24,8 +24,14 @@ _SOURCES = ("*.py", "*.txt")  # code, and the prompt texts shipped beside it
 
 
 def scoring_version(bench: object) -> str:
-    """12 hex digits of sha256 over the source `bench`'s verdicts are derived by (see the module)."""
-    module = sys.modules[type(bench).__module__]
+    """12 hex digits of sha256 over the source `bench`'s verdicts are derived by (see the module); read
+    once per process and module, as the code a process runs is the code it imported."""
+    return _of_module(type(bench).__module__)
+
+
+@functools.cache
+def _of_module(name: str) -> str:
+    module = sys.modules[name]
     package = module.__package__
     if package and package != __package__ and getattr(sys.modules[package], "__file__", None):
         own = tuple(_files(Path(str(sys.modules[package].__file__)).resolve().parent, recursive=True))
@@ -41,7 +47,6 @@ def _files(folder: Path, *, recursive: bool) -> list[Path]:
     return sorted(p for p in found if p.name not in _NOT_READ_BY_VERDICTS and "__pycache__" not in p.parts)
 
 
-@functools.cache
 def _digest(files: tuple[Path, ...]) -> str:
     # Each file by its name and its bytes: a module renamed or moved is a change too.
     h = hashlib.sha256()

@@ -185,39 +185,44 @@ def measure(run: Path, model: str, instances: int) -> dict[str, float]:
     return out
 
 
+def report(got: dict[str, float], base_s: float, base_n: int) -> None:
+    for name, value in got.items():
+        unit = "MiB" if name.endswith("mib") else "ms"
+        shown = value if unit == "MiB" else value * 1000
+        print(f"{name:22s} {shown:10.1f} {unit}")
+    print(
+        f"baseline: one list read from every shard {base_s * 1000:.0f} ms ({base_n} verdicts); "
+        f"the viewer's list page {got['list_first_page_s'] * 1000:.1f} ms: "
+        f"{base_s / got['list_first_page_s']:.0f}x"
+    )
+    print(
+        f"targets: first page < 1 s: {got['first_overview_s'] < 1.0}; "
+        f"list page < 200 ms: {got['list_first_page_s'] < 0.2}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", type=int, default=40)
     ap.add_argument("--instances", type=int, default=3000)
     ap.add_argument("--judges", type=int, default=2)
+    ap.add_argument("--keep", type=Path, help="make the run here, or reuse the one already there")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        run = Path(tmp) / "run"
-        t = time.perf_counter()
-        n = generate(run, args.models, args.instances, args.judges)
-        size = sum(p.stat().st_size for p in (run / "shards").glob("*.jsonl"))
-        print(
-            f"generated {n:,} records ({size / 2**20:.0f} MiB of shards) in {time.perf_counter() - t:.1f} s"
-        )
-        t = time.perf_counter()
-        compact(run)
-        print(f"compacted in {time.perf_counter() - t:.1f} s")
+        run = args.keep or Path(tmp) / "run"
+        if not (run / "shards").is_dir():
+            t = time.perf_counter()
+            n = generate(run, args.models, args.instances, args.judges)
+            took = time.perf_counter() - t
+            size = sum(p.stat().st_size for p in (run / "shards").glob("*.jsonl"))
+            print(f"generated {n:,} records ({size / 2**20:.0f} MiB of shards) in {took:.1f} s")
+            t = time.perf_counter()
+            compact(run)
+            print(f"compacted in {time.perf_counter() - t:.1f} s")
         model = f"m{args.models // 2}"
         got = measure(run, model, args.instances)
         base_s, base_n = plain_list(run, model)
-        for name, value in got.items():
-            unit = "MiB" if name.endswith("mib") else "ms"
-            shown = value if unit == "MiB" else value * 1000
-            print(f"{name:22s} {shown:10.1f} {unit}")
-        print(
-            f"baseline: one list read from every shard {base_s * 1000:.0f} ms ({base_n} verdicts); "
-            f"the viewer's list page {got['list_first_page_s'] * 1000:.1f} ms: "
-            f"{base_s / got['list_first_page_s']:.0f}x"
-        )
-        print(
-            f"targets: first page < 1 s: {got['first_overview_s'] < 1.0}; "
-            f"list page < 200 ms: {got['list_first_page_s'] < 0.2}"
-        )
+        report(got, base_s, base_n)
 
 
 if __name__ == "__main__":

@@ -459,9 +459,9 @@ class Endpoint:
             # may have been billed, so the hold is charged as the worst case it is.
             held = attempts.reservation
             if completion is None:
-                budget.settle(held, held.amount_usd, worst_case=True)
+                budget.settle(held, held.amount_usd, worst_case_usd=held.amount_usd)
             else:
-                budget.settle(held, completion.cost_usd)
+                budget.settle(held, completion.cost_usd, worst_case_usd=completion.worst_case_usd)
 
     async def _intend(self, attempts: _Attempts, key: str | None) -> None:
         """Under a cap: the durable intent of the send the newest hold covers (runner/store/intents.py)."""

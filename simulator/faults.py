@@ -46,8 +46,6 @@ class FaultPicker:
         return self.rng.choice((500, 502, 503))
 
 
-# Faults answered without running the request (nothing reached the model, nothing is billed).
-NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 # The faults that live inside a well-formed answer's body (the rest break the HTTP exchange itself).
 CONTENT_FAULTS = frozenset({"missing_usage", "null_content", "empty", "length", "content_filter", "refusal"})
 

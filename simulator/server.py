@@ -28,8 +28,9 @@ from aiohttp import web
 from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.ledger import UNBILLED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
@@ -39,7 +40,6 @@ from ifsweep.simulator.transport import JSON, deliver, reset
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
-# Faults answered before the model runs: nothing is billed for them (every other request is, in full).
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -121,6 +121,7 @@ class Simulator:
         self.batches.add_routes(app)
         self.anthropic.add_routes(app)
         app.router.add_get("/props", self._props)
+        app.router.add_get("/sim/ledger", self._ledger)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -219,6 +220,10 @@ class Simulator:
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(body=b'{"status":"ok"}', content_type=JSON)
 
+    async def _ledger(self, request: web.Request) -> web.Response:
+        # What it received and billed (simulator/ledger.py): the chaos harness's independent account.
+        return web.Response(body=orjson.dumps(self._stats.ledger.snapshot()), content_type=JSON)
+
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
         window = self._config.context_window
@@ -291,10 +296,12 @@ class Simulator:
             return self._json(400, error_body(str(exc), "invalid_request_error"))
         stats = self._stats
         canonical = self.note_request(model, body)
+        digest = body_digest(body)
+        stats.ledger.receive(digest, model)
         config = self._config
         fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
-        refused = self._over_context(n_prompt, max_tokens) or self._over_limits(n_prompt, max_tokens)
+        refused = self._refused(n_prompt, max_tokens)
         if refused is not None:
             return refused
         if fault is not None:
@@ -303,9 +310,10 @@ class Simulator:
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
+        # Built before the latency and billed now, as a provider bills a call its client has left.
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
-        if fault not in NEVER_RAN:
-            stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
+        if fault not in UNBILLED_FAULTS:
+            self._bill(digest, model, "chat", n_prompt, n_cached, payload)
         if fault == "missing_usage":
             del payload["usage"]
         await self.wait_latency(model, canonical)
@@ -321,8 +329,11 @@ class Simulator:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
         return await deliver(request, orjson.dumps(payload), self._limit_headers(), stats, fault, canonical)
 
-    def _over_limits(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
-        """The 429 of a request the rate limits do not admit now, or None (it is admitted)."""
+    def _refused(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 400 of a prompt too long for the context window or the 429 of the rate limits, or None."""
+        too_long = self._over_context(n_prompt, max_tokens)
+        if too_long is not None:
+            return too_long
         # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
         admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
         if admission.admitted:
@@ -354,6 +365,13 @@ class Simulator:
             )
         if fault == "reset":
             return reset(request)
+        if fault == "context_length":
+            window = config.context_window or 4096
+            message = (
+                f"This model's maximum context length is {window} tokens. Please reduce the length of the "
+                "messages or completion. (simulated)"
+            )
+            return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
         if fault == "hang":
             return await self.hang(request)
         if fault == "malformed":
@@ -412,6 +430,11 @@ class Simulator:
         }
         return payload
 
+    def _bill(self, digest: str, model: str, via: Via, n_prompt: int, n_cached: int, payload: Any) -> None:
+        content = payload["choices"][0]["message"]["content"]
+        n_completion = count_tokens(content) if content else 0
+        self._stats.ledger.bill(digest, model, via, n_prompt, n_cached, n_completion)
+
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
         """One request of a batch, answered as /v1/chat/completions would without latency or limits:
         (200, completion) or (status, error body) for a bad request or a drawn server error / 429."""
@@ -429,6 +452,7 @@ class Simulator:
         content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        self._bill(body_digest(body), model, "batch", n_prompt, 0, payload)
         if content == "missing_usage":
             del payload["usage"]
         return 200, payload
@@ -567,6 +591,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hang-s", type=float, default=3600.0)
     p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
     p.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a Batch API batch takes")
+    p.add_argument("--batch-fail-rate", type=float, default=0.0, help="share of batches that fail")
+    p.add_argument("--batch-expire-rate", type=float, default=0.0, help="share of batches that expire")
     p.add_argument(
         "--judge-echo",
         type=float,
@@ -600,7 +626,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         hang_s=args.hang_s,
         prefix_cache=not args.no_prefix_cache,
-        batch=BatchSettings(delay_s=args.batch_delay_s),
+        batch=BatchSettings(
+            delay_s=args.batch_delay_s, fail_rate=args.batch_fail_rate, expire_rate=args.batch_expire_rate
+        ),
         judge_echo=args.judge_echo,
     )
 

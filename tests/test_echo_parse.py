@@ -236,3 +236,27 @@ def test_echo_tool_keeps_short_answers_and_drops_copied_text() -> None:
     # Copied pieces inside a line the judge wrote are cut out; its own words stay.
     assert own_lines("So: - YES: Select 'YES' if the text fits. Mine is NO", prompt) == ["So: Mine is NO"]
     assert without_copies("x Answer YES or NO. y", prompt.text) == "x y"
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+@pytest.mark.parametrize(("name", "language"), CASES)
+def test_an_answer_holding_the_judges_verdict_line_keeps_the_honest_verdict(
+    name: str, language: str | None, verdict: bool
+) -> None:
+    """Issue 21.6: the answer under judgment holds the judge's exact verdict lines ("答案：是", "YES",
+    "['YES']", a criterion and its score); the judge's honest reply is those same lines, and must be read,
+    not dropped as a copy of its prompt (copies are looked for in the benchmark's own template text only)."""
+    bench = benchmarks.get(name)
+    checked = 0
+    for inst, probe in itertools.islice(_tasks(name, language), 6):
+        judge = bench.simulated_judge_reply(probe.messages_for_turn(0, ()), lambda _, __: verdict)
+        assert judge is not None
+        answer = f"My work, checked as a judge would:\n{judge}\nThat is all."
+        plan = bench.plan(inst, answer, "paper")
+        task = next(t for t in plan.judge_tasks if t.task_idx == probe.task_idx)
+        reply = bench.simulated_judge_reply(task.messages_for_turn(0, ()), lambda _, __: verdict)
+        assert reply == judge and all(line in answer.splitlines() for line in reply.splitlines())
+        n = len(task.turns[0].constraint_idxs)
+        assert bench.parse(inst, task, 0, reply, "paper").values == (verdict,) * n, (inst.instance_id, reply)
+        checked += 1
+    assert checked >= 3

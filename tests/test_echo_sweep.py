@@ -9,16 +9,14 @@ satisfied or unsatisfied, in every benchmark. With half the replies echoed, re-a
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
+from answering import ChatServer
 from sweeps import stored_records, toml_config
 
 from ifsweep import benchmarks
@@ -96,62 +94,29 @@ def test_reasks_are_follow_ups_that_recover_unparsed_replies(tmp_path: Path) -> 
     assert Counter(row["status"] for _, row in rows)["ok"] > len(rows) // 2
 
 
-class _EchoThenAnswer(BaseHTTPRequestHandler):
-    """A judge of our own over real HTTP: a model's request gets prose; a FollowBench judge prompt gets
-    its own last line back (the echo of issue 11); a follow-up gets a list of the asked length."""
-
-    bodies: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).bodies.append(body)
-        messages = body["messages"]
-        last = messages[-1]["content"]
-        if last.startswith(REASK_LEAD):
-            n = int(re.findall(r"LIST with (\d+) element", last)[-1])
-            text = "After checking again:\n" + repr(["NO"] * n)
-        elif "#System#" in last:
-            text = last.rstrip().splitlines()[-1]
-        else:
-            text = "A plain answer."
-        payload = {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-            ],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-        data = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+def _echo_then_answer(body: dict[str, Any]) -> str:
+    """A judge of our own: a model's request gets prose; a FollowBench judge prompt gets its own last
+    line back (the echo of issue 11); a follow-up gets a list of the asked length."""
+    last = body["messages"][-1]["content"]
+    if last.startswith(REASK_LEAD):
+        n = int(re.findall(r"LIST with (\d+) element", last)[-1])
+        return "After checking again:\n" + repr(["NO"] * n)
+    if "#System#" in last:
+        return str(last.rstrip().splitlines()[-1])
+    return "A plain answer."
 
 
 def test_a_follow_up_quotes_the_reply_and_the_benchmarks_rule(tmp_path: Path) -> None:
-    _EchoThenAnswer.bodies.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoThenAnswer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with ChatServer(_echo_then_answer) as server:
         out = tmp_path / "run"
         cfg = tmp_path / "sweep.toml"
-        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
         cfg.write_text(
-            toml_config(out, base, models=("alpha",), bench=("followbench",), extra_run="reask = 1")
+            toml_config(
+                out, server.base_url, models=("alpha",), bench=("followbench",), extra_run="reask = 1"
+            )
         )
         assert main(["run", str(cfg)]) == 0
-    finally:
-        server.shutdown()
-        server.server_close()
-    judged = [b["messages"] for b in _EchoThenAnswer.bodies if "#System#" in b["messages"][0]["content"]]
+    judged = [b["messages"] for b in server.bodies if "#System#" in b["messages"][0]["content"]]
     firsts = [m for m in judged if len(m) == 1]
     follow_ups = [m for m in judged if len(m) == 3]
     assert firsts and len(follow_ups) == len(firsts) == len(judged) // 2
@@ -179,3 +144,25 @@ def test_judge_echo_is_a_checked_rate_and_a_serve_mock_option(capsys: pytest.Cap
         cli(["serve-mock", "--judge-echo", "2"])
     assert done.value.code == 2
     assert "judge_echo" in capsys.readouterr().err
+
+
+def test_eifbench_answers_holding_the_verdict_line_keep_every_honest_verdict(tmp_path: Path) -> None:
+    """Issue 21.6's repro: EIFBench's 2 party tasks, a model whose answers hold "分析：…\\n答案：是", an
+    honest judge (the simulator's). Before, the judge's "答案：是" was dropped as a copy of the answer:
+    coverage 0-50%, and only the verdicts that differed from the answer's line were counted."""
+    answer = "分析：每个子任务都已完成，并满足所有约束。\n答案：是"
+    with ChatServer(lambda body: answer) as model, SimulatorThread(SimConfig(seed=4)) as judge:
+        out = tmp_path / "run"
+        cfg = tmp_path / "sweep.toml"
+        text = toml_config(out, model.base_url, models=("alpha",), bench=("eifbench",), judge=False)
+        text = text.replace('name = "eifbench"', 'name = "eifbench"\nscenario = "party"')
+        judge_table = f'[judge]\nid = "judge"\nmodel = "openai/sim-judge"\napi_base = "{judge.base_url}"\n'
+        cfg.write_text(text.replace('progress = "off"', 'progress = "off"\nreask = 0') + judge_table)
+        assert main(["run", str(cfg)]) == 0
+    rows = _judge_rows(out)
+    assert {bench for bench, _ in rows} == {"eifbench"}
+    assert len({row["constraint_idx"] for _, row in rows}) > 4
+    statuses = Counter(row["status"] for _, row in rows)
+    assert statuses == {"ok": len(rows)}, statuses  # coverage 100%
+    # The honest judge said 是 and 否 both, and both were kept.
+    assert {row["satisfied"] for _, row in rows} == {True, False}

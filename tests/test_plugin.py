@@ -55,7 +55,7 @@ import ifsweep.benchmarks as b
 HERE = Path(__file__).resolve().parent
 
 
-# The base class brings option checks, the report name, the fixture folder and the verdict version.
+# The base class brings option checks and the report name; the package's own fixture folder is named below.
 class WordCount(b.BenchmarkBase):
     name = "wordcount"
     display_name = "WordCount"

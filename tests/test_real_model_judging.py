@@ -2,8 +2,10 @@
 reply made of prompt text may count as a verdict, and a re-ask must be a follow-up, not the same request.
 
 What must hold whatever the model says: every judge reply that parsed gives the same verdict with its
-lines copied from the prompt taken out (copies found by plain substrings, independently of
-benchmarks/_echo.py), so no copied text decided it; every re-ask sent the server a longer prompt than the
+lines copied from the prompt's own text taken out (copies found by plain substrings, independently of
+benchmarks/_echo.py; the instance's data and the answer are not the prompt's own text: an answer may
+hold a verdict line, and a judge saying the same is not copying, issue 21.6), so no copied text decided
+it; every re-ask sent the server a longer prompt than the
 ask it follows (the unparsed reply and the format rule were added), as the server's own prompt token
 count shows.
 """
@@ -64,22 +66,32 @@ def _instances() -> dict[tuple[str, str], Instance]:
     return out
 
 
-def _plans(run_dir: Path) -> dict[tuple[str, str], tuple[Instance, tuple[JudgeTask, ...]]]:
-    """Each instance's judge tasks, rebuilt from its stored generation: what its judge was sent."""
+Plan = tuple[Instance, tuple[JudgeTask, ...], tuple[str, ...]]
+
+
+def _plans(run_dir: Path) -> dict[tuple[str, str], Plan]:
+    """Each instance's judge tasks, rebuilt from its stored generation: what its judge was sent; and the
+    texts in it that are not the benchmark's own (the answer, the instance's data)."""
     gens = {
         (g["benchmark"], g["instance_id"]): g["text"] or "" for g in stored_records(run_dir, {"generation"})
     }
     out = {}
     for key, inst in _instances().items():
-        out[key] = (inst, benchmarks.get(key[0]).plan(inst, gens[key], "paper").judge_tasks)
+        tasks = benchmarks.get(key[0]).plan(inst, gens[key], "paper").judge_tasks
+        data = [gens[key], *(c.text for c in inst.constraints), *(m.content for m in inst.messages)]
+        data += [str(v) for v in inst.meta.values() if isinstance(v, str)]
+        data += [str(v) for v in inst.meta.get("evolution_path", ())]
+        out[key] = (inst, tasks, tuple(sorted((d for d in data if d.strip()), key=len, reverse=True)))
     return out
 
 
-def _without_copies(reply: str, task: JudgeTask) -> str:
-    """`reply` without its lines that occur verbatim in what the judge of `task` may have been sent
-    (plain substrings, independent of benchmarks/_echo.py). A bare answer ("YES", "['NO']") occurs in
-    most prompts, so only lines of COPY_MIN_CHARS or more count as copies."""
+def _without_copies(reply: str, task: JudgeTask, data: tuple[str, ...]) -> str:
+    """`reply` without its lines that occur verbatim in the prompt's own text of `task` (plain
+    substrings, independent of benchmarks/_echo.py): what it was sent, with `data` cut out. A bare
+    answer ("YES", "['NO']") occurs in most prompts, so only lines of COPY_MIN_CHARS or more count."""
     sent = [task.system or ""] + [x for t in task.turns for x in (t.user, reask_message(t).content)]
+    for piece in data:
+        sent = [text.replace(piece, "\n") for text in sent]
     kept = [
         line
         for line in reply.splitlines()
@@ -98,11 +110,11 @@ def test_no_verdict_rests_on_text_copied_from_the_prompt(run_dir: Path) -> None:
     for j in judgments:
         if j["parse"] != "ok":
             continue
-        inst, tasks = plans[(j["benchmark"], j["instance_id"])]
+        inst, tasks, data = plans[(j["benchmark"], j["instance_id"])]
         task = next(t for t in tasks if t.task_idx == j["task_idx"])
         bench = benchmarks.get(j["benchmark"])
         values = bench.parse(inst, task, j["turn_idx"], j["text"], "paper").values
-        alone = bench.parse(inst, task, j["turn_idx"], _without_copies(j["text"], task), "paper").values
+        alone = bench.parse(inst, task, j["turn_idx"], _without_copies(j["text"], task, data), "paper").values
         if values != alone:
             resting_on_copies.append((j["instance_id"], j["text"][-160:], values, alone))
     assert not resting_on_copies, f"prompt text counted as a verdict: {resting_on_copies[:3]}"

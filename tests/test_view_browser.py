@@ -144,28 +144,30 @@ def overview_pairs(page: Any) -> int:
 
 
 def test_the_viewer_follows_a_running_sweep(tmp_path: Path, page: Any) -> None:
+    """The viewer is started on the run directory first (empty), then the sweep writes into it."""
     out = tmp_path / "live"
+    (out / "shards").mkdir(parents=True)
     cfg = tmp_path / "sweep.toml"
-    with SimulatorThread(SimConfig(latency_ms=120)) as sim:
+    with SimulatorThread(SimConfig(latency_ms=200)) as sim, serving(out) as url:
         text = toml_config(out, sim.base_url, bench=("cfbench",), extra_run="concurrency = 2")
         cfg.write_text(text.replace('[judge]\nid = "judge"', '[judge]\nid = "j0"'))
         sweep = subprocess.Popen(
             [sys.executable, "-m", "ifsweep", "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         try:
-            deadline = time.monotonic() + 60
-            while not (out / "shards").is_dir():
-                assert time.monotonic() < deadline and sweep.poll() is None
-                time.sleep(0.05)
-            with serving(out) as url:
-                seen = follow(page, url, sweep)
+            seen = follow(page, url, sweep)
         finally:
             sweep.communicate(timeout=120)
-    assert sweep.returncode == 0
-    final = len(verdicts_by_pair(out))
-    assert seen[-1] == final
-    assert any(0 < n < final for n in seen), seen  # read while the sweep was writing
-    assert seen == sorted(seen)
+        assert sweep.returncode == 0
+        final = len(verdicts_by_pair(out))
+        assert seen[-1] == final
+        assert any(0 < n < final for n in seen), seen  # read while the sweep was writing
+        assert seen == sorted(seen)
+        # An instance written while the viewer ran shows its stored answer.
+        pair = sorted(verdicts_by_pair(out))[0]
+        page.goto(url + f"instance/{pair[0]}/{pair[1]}/{pair[2]}")
+        gen = newest(out, "generation")[next(iter(verdicts_by_pair(out)[pair].values()))["gen_key"]]
+        assert text_of(page, "pre.answer") == [gen["text"] or ""]
 
 
 def follow(page: Any, url: str, sweep: subprocess.Popen[bytes]) -> list[int]:

@@ -7,11 +7,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._echo import task_prompt
+from ifsweep.benchmarks._echo import template_prompt
 from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.cfbench._load import load_instances, wanted_splits
 from ifsweep.benchmarks.cfbench._parse import paper_values, reference_values
-from ifsweep.benchmarks.cfbench._prompts import format_rule, render_judge_prompt
+from ifsweep.benchmarks.cfbench._prompts import format_rule, judge_template, render_judge_prompt
 from ifsweep.benchmarks.records import Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
 from ifsweep.benchmarks.releases import CFBENCH
 
@@ -50,4 +50,4 @@ class CFBench(BenchmarkBase):
             # The reference re-asks an unreadable reply up to 10 times, then applies its fallback; an
             # imported reply is the last one it got, so the fallback applies at once here.
             return TurnOutcome(reference_values(instance, reply))
-        return TurnOutcome(paper_values(instance, reply, task_prompt(task)))
+        return TurnOutcome(paper_values(instance, reply, template_prompt(task, (judge_template(),))))

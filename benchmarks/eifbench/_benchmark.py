@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._echo import task_prompt
+from ifsweep.benchmarks._echo import template_prompt
 from ifsweep.benchmarks._options import one_of
 from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.eifbench import _parse, _prompts
@@ -63,4 +63,4 @@ class EIFBench(BenchmarkBase):
     ) -> TurnOutcome:
         if turn_idx != 0:
             raise ValueError(f"EIFBench judge tasks have one turn, got turn {turn_idx}")
-        return _parse.parse_turn(reply, mode, task_prompt(task))
+        return _parse.parse_turn(reply, mode, template_prompt(task, _prompts.JUDGE_TEMPLATES))

@@ -31,6 +31,8 @@ SPLIT_THRESHOLD = 8192
 INPUT_TEXT_FORMAT = "Instruction:\n{input}\n\n"
 SUB_INSTRUCTION_FORMAT = "{key}:\n{instruction}\nconstraints:\n{constraints}"
 JUDGE_SUB_INSTRUCTION_FORMAT = "{key}:{instruction}"
+# Every text of a judge request the benchmark writes itself: where a judge's copies are looked for.
+JUDGE_TEMPLATES = (SYSTEM, SCORE_PROMPT, JUDGE_SUB_INSTRUCTION_FORMAT)
 
 
 def _fill(template: str, values: Mapping[str, str]) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._echo import task_prompt
+from ifsweep.benchmarks._echo import template_prompt
 from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.followbench import _load, _parse, _prompts, _scoring
 from ifsweep.benchmarks.records import Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
@@ -87,7 +87,11 @@ class FollowBench(BenchmarkBase):
         level = len(task.turns[turn_idx].constraint_idxs)
         language = _meta_str(instance, "language")
         if mode == "paper":
-            return TurnOutcome(values=_parse.decide_paper(reply, level, language, task_prompt(task)))
+            return TurnOutcome(
+                values=_parse.decide_paper(
+                    reply, level, language, template_prompt(task, _prompts.judge_templates(language))
+                )
+            )
         verdicts = _parse.decide_reference(reply, level, language)
         # The reference scores an unreadable reply as -1 and asks a human to fix it; with booleans the
         # nearest is "not satisfied" (docs/benchmarks/followbench.md, reference mode).

@@ -10,6 +10,7 @@ Pieces are joined by concatenation, never str.format over instruction or answer 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
@@ -134,6 +135,15 @@ def judge_prompt(category: str, evolution_path: Sequence[str], answer: str, lang
             template.system_many.format(level=level),
         ]
     return "".join(parts)
+
+
+@functools.cache
+def judge_templates(language: str) -> tuple[str, ...]:
+    """Every piece of one language's judge prompt the benchmark writes itself (the category phrases
+    included): where a judge's copies are looked for."""
+    template = TEMPLATES[language]
+    pieces = [piece for piece in astuple(template) if isinstance(piece, str)]
+    return (*pieces, *(phrase for _, phrase in template.kinds))
 
 
 def format_rule(level: int, language: str) -> str:

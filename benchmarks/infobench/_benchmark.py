@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._echo import task_prompt
+from ifsweep.benchmarks._echo import template_prompt
 from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.infobench import _parse, _prompts
 from ifsweep.benchmarks.infobench._load import SPLITS, read_rows, resolve_data_file, to_instance, wanted_split
@@ -47,4 +47,4 @@ class InfoBench(BenchmarkBase):
     ) -> TurnOutcome:
         if not 0 <= turn_idx < len(task.turns):
             raise ValueError(f"turn {turn_idx} out of range: the task has {len(task.turns)} turns")
-        return _parse.parse_turn(reply, mode, task_prompt(task))
+        return _parse.parse_turn(reply, mode, template_prompt(task, _prompts.JUDGE_TEMPLATES))

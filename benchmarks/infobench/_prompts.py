@@ -28,6 +28,8 @@ FIRST_TURN_NO_INPUT = '{sys_msg}\n\nGenerated Text:\n"{output}"\n\nQuestion:\n{q
 LATER_TURN = "{question}\n"
 # The rule a re-ask quotes: SYS_MSG's own words for the answer it wants.
 FORMAT_RULE = "Answer the question with either a YES or NO choice."
+# Every text of the judge conversation the benchmark writes itself: where a judge's copies are looked for.
+JUDGE_TEMPLATES = (SYS_MSG, FIRST_TURN_WITH_INPUT, FIRST_TURN_NO_INPUT, LATER_TURN)
 
 
 # str.format parses only these templates, never the values put into them, so braces in an instruction

@@ -90,8 +90,20 @@ class RunIndex:
             if size > f.offset:
                 for off, line in _lines(f):
                     self._add(f, off, line, batch)
-        self.keys.load(batch.keys, batch.locs, batch.metas)
+        self._locate(batch)
         return self.version - before
+
+    def _locate(self, batch: _Batch) -> None:
+        """Many new lines in one vectorized load; a few (a live sweep's latest) one by one, since a load
+        rebuilds the whole table."""
+        n = len(batch.locs)
+        if n > len(self.keys) // 8:
+            self.keys.load(batch.keys, batch.locs, batch.metas)
+            return
+        for i in range(n):
+            loc, meta = batch.locs[i], batch.metas[i]
+            key = bytes(batch.keys[16 * i : 16 * i + 16])
+            self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
 
     def _add(self, f: _File, off: int, line: bytes, batch: _Batch) -> None:
         head = parse_line(line)
@@ -126,6 +138,9 @@ class RunIndex:
         if kind == "verdict":
             mark = mark_of(rec)
             entry.put_mark(mark)
+            gen_key = raw(rec.get("gen_key"))
+            if gen_key and gen_key != entry.gen_key:  # the generation this verdict judged
+                entry.gen_key = gen_key
             self.judges.setdefault(mark.judge, None)
             if (bench, iid) not in self.types:
                 self.types[(bench, entry.instance_id)] = types_of(rec)

@@ -20,7 +20,6 @@ class Mark(NamedTuple):
 
     judge: str | None
     key: bytes  # the verdict record's raw key: where to read it back
-    gen_key: bytes  # the generation it judged
     status_error: bool  # the record's own status is "error"
     satisfied: int
     failed: int
@@ -60,7 +59,6 @@ class Entry:
                 break
         else:
             self.marks.append(new)
-        self.gen_key = new.gen_key
 
     def put_call(self, key: bytes) -> None:
         if key not in self.calls:
@@ -100,7 +98,6 @@ def mark_of(rec: Mapping[str, Any]) -> Mark:
     return Mark(
         None if judge is None else str(judge),
         raw(rec.get("key")),
-        raw(rec.get("gen_key")),
         rec.get("status") == "error",
         satisfied,
         failed,

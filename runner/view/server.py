@@ -34,8 +34,7 @@ __all__ = ["LOOPBACK", "ViewState", "bind", "make_app", "serve_forever"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "script-src 'self' 'unsafe-inline'; img-src 'self' data:",
+    "Content-Security-Policy": "default-src 'self'; form-action 'self'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -68,6 +67,7 @@ class ViewState:
         panel = manifest.judge_order if manifest is not None else ()
         state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
         state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+        state.overview()  # the first page is ready before the URL is printed
         return state
 
     @property
