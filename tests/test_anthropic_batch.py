@@ -322,19 +322,16 @@ def test_batches_command_cancels_and_the_next_run_sends_the_cancelled_again(
     assert max(counts.values()) == 2  # the cancelled ones, once more
 
 
-def test_no_key_for_message_batches_is_an_auth_error_naming_the_setting(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def one_batch_call(api_base: str | None, prompt: str) -> Any:
+    """One call through Message Batches from a pool of its own: its Completion."""
     from ifsweep.providers.batch.endpoint import MemoryJournal
     from ifsweep.providers.budget import Budget
     from ifsweep.providers.pool import ProviderPool
     from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
 
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     policy = BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1)
-    spec = EndpointSpec(
-        label="j", model=CLAUDE, params={"max_tokens": 64}, price=Price(3.0, 15.0), batch=policy
-    )
+    params = {"max_tokens": 64}
+    spec = EndpointSpec("j", CLAUDE, api_base=api_base, params=params, price=Price(3.0, 15.0), batch=policy)
 
     async def go() -> Any:
         async with ProviderPool(budget=Budget(None), journal=MemoryJournal()) as pool:
@@ -342,10 +339,25 @@ def test_no_key_for_message_batches_is_an_auth_error_naming_the_setting(
             async with anyio.create_task_group() as tg:
                 await tg.start(pool.run_batches)
                 with anyio.fail_after(30):
-                    done = await endpoint.complete([{"role": "user", "content": "hi"}], key="k1")
+                    done = await endpoint.complete([{"role": "user", "content": prompt}], key="k1")
                 tg.cancel_scope.cancel()
         return done
 
-    done = anyio.run(go)
+    return anyio.run(go)
+
+
+def test_no_key_for_message_batches_is_an_auth_error_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    done = one_batch_call(None, "hi")
     assert done.status == "error" and done.error_kind == "auth"
     assert "API key missing for Anthropic's Message Batches: set api_key_env" in (done.error_message or "")
+
+
+def test_a_prompt_over_the_window_in_a_batch_is_a_context_length_error() -> None:
+    with SimulatorThread(SimConfig(context_window=500, batch=BatchSettings(delay_s=0.05))) as sim:
+        done = one_batch_call(sim.root_url, "word " * 3000)
+        assert sim.stats.batch_requests == {"k1": 1}  # refused, not sent again
+    assert done.status == "error" and done.error_kind == "context_length"
+    assert "prompt is too long: 3751 tokens > 500 maximum" in (done.error_message or "")
