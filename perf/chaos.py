@@ -38,6 +38,8 @@ from _chaos.play import Outcome, Play
 from _chaos.scenario import Scenario, draw
 from _chaos.shrink import shrink
 
+_SHOWN = 12  # violations printed per seed
+
 
 def run_one(s: Scenario, verbose: bool) -> Outcome:
     log = print if verbose else (lambda _: None)
@@ -93,8 +95,10 @@ def _add(totals: Outcome, out: Outcome) -> None:
 
 
 def _report(s: Scenario, out: Outcome, args: argparse.Namespace) -> None:
-    for v in out.violations:
+    for v in out.violations[:_SHOWN]:
         print(f"  seed {s.seed} VIOLATION {v}")
+    if len(out.violations) > _SHOWN:
+        print(f"  seed {s.seed}: {len(out.violations) - _SHOWN} more violations (--verbose shows the rounds)")
     print(f"  repro: {repro(s)}")
     if args.no_shrink:
         return

@@ -451,9 +451,12 @@ class Endpoint:
         attempts.reservation = await budget.reserve_when_settled([self.spec.label], worst)
         completion: Completion | None = None
         try:
-            await self._intend(attempts, key)
+            if self._pool._intents is not None and budget.has_cap(self.spec.label):
+                await self._intend(attempts, key)
             completion = await self._call(messages, api_key, prompt_tokens, attempts, start, cache, key)
-            return dataclasses.replace(completion, intents=tuple(attempts.intents))
+            if attempts.intents:  # only under a cap: without one the hot path pays nothing here
+                completion = dataclasses.replace(completion, intents=tuple(attempts.intents))
+            return completion
         finally:
             # Cancelled mid-call (or stopped by the budget before a retry): every attempt it holds for
             # may have been billed, so the hold is charged as the worst case it is.
@@ -464,10 +467,11 @@ class Endpoint:
                 budget.settle(held, completion.cost_usd, worst_case_usd=completion.worst_case_usd)
 
     async def _intend(self, attempts: _Attempts, key: str | None) -> None:
-        """Under a cap: the durable intent of the send the newest hold covers (runner/store/intents.py)."""
+        """The durable intent of the send the newest hold covers (only under a cap, where the first send
+        made one: runner/store/intents.py)."""
         intents = self._pool._intents
-        if intents is not None and self._pool.budget.has_cap(self.spec.label):
-            attempts.intents.append(await intents.intend(self.spec.label, attempts.worst, key))
+        assert intents is not None
+        attempts.intents.append(await intents.intend(self.spec.label, attempts.worst, key))
 
     async def _hold_another(self, attempts: _Attempts, key: str | None) -> None:
         """Before a retry whose last attempt may have been billed: hold another worst case (or raise
@@ -475,7 +479,8 @@ class Endpoint:
         assert attempts.reservation is not None
         if attempts.worst > 0:
             attempts.reservation = await self._pool.budget.grow(attempts.reservation, attempts.worst)
-        await self._intend(attempts, key)
+        if attempts.intents:
+            await self._intend(attempts, key)
 
     async def _call(
         self,

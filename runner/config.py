@@ -36,6 +36,7 @@ _RUN_KEYS = {
     "progress": "auto | rich | plain | off",
     "stop_deadline_s": "how long in-flight calls may finish after Ctrl-C",
     "coordinator": "redis://host:port/db shared by processes that share limits and budget",
+    "coordinator_timeout_s": "stop (resumably, exit 1) after the coordinator was unreachable this long",
 }
 _BENCH_KEYS = {"name", "data", "limit", "scoring", "reask"}
 _ENDPOINT_KEYS = {
@@ -99,6 +100,7 @@ class RunConfig:
     progress: ProgressMode = "auto"
     stop_deadline_s: float = 30.0
     coordinator: CoordinatorSettings | None = None  # shared limits and budget (IFSWEEP_COORDINATOR wins)
+    coordinator_timeout_s: float | None = None  # None: wait for an unreachable coordinator for ever
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +245,9 @@ def _run(path: Path, base: Path, t: Mapping[str, Any]) -> RunConfig:
         progress=progress,
         stop_deadline_s=_opt_pos_float(path, "run.stop_deadline_s", t.get("stop_deadline_s")) or 30.0,
         coordinator=_coordinator(path, t.get("coordinator")),
+        coordinator_timeout_s=_opt_pos_float(
+            path, "run.coordinator_timeout_s", t.get("coordinator_timeout_s")
+        ),
     )
 
 

@@ -27,9 +27,9 @@ import orjson
 from aiohttp import web
 
 from ifsweep.simulator.anthropic_batch import BatchServer, MessageBatches
-from ifsweep.simulator.faults import CONTENT_FAULTS, apply_content_fault
+from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, apply_content_fault
 from ifsweep.simulator.judges import Judges
-from ifsweep.simulator.ledger import UNBILLED_FAULTS, body_digest
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, body_digest
 from ifsweep.simulator.limits import RateLimits
 from ifsweep.simulator.prefix import Breakpoint, BreakpointCache, CacheUse
 from ifsweep.simulator.stats import Served
@@ -227,8 +227,6 @@ class AnthropicAPI:
         except AnthropicError as exc:
             return self._json(exc.status, exc.payload())
         canonical = host.note_request(req.model, req.body)
-        digest = body_digest(req.body)
-        stats.ledger.receive(digest, req.model)
         fault, error_status = host.draw_fault()
         n_prompt = prompt_tokens(req.chat)
         refused = self._refusal(n_prompt, req.max_tokens)
@@ -239,8 +237,11 @@ class AnthropicAPI:
         arrived = time.monotonic()
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
         payload, out = self._message(req, n_prompt, use, fault, canonical)
-        if fault not in UNBILLED_FAULTS:  # billed once it reached the model, whether the client waits or not
-            stats.ledger.bill(digest, req.model, "chat", n_prompt, use.read, out)
+        if fault not in NEVER_RAN:  # billed once it reached the model, whether the client waits or not
+            delivered = fault not in UNDELIVERED_FAULTS
+            stats.ledger.bill(
+                body_digest(req.body), req.model, "chat", (n_prompt, use.read, out), delivered=delivered
+            )
         await host.wait_latency(req.model, canonical)
         early = await self._fault_reply(request, fault, error_status)
         if early is not None:
@@ -346,7 +347,7 @@ class AnthropicAPI:
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
         payload, out = self._message(req, n_prompt, use, content, canonical)
         self._served(req, n_prompt, use, arrived, out, batch=True)
-        host.stats.ledger.bill(body_digest(req.body), req.model, "batch", n_prompt, use.read, out)
+        host.stats.ledger.bill(body_digest(req.body), req.model, "batch", (n_prompt, use.read, out))
         return "succeeded", payload
 
 

@@ -22,9 +22,9 @@ import orjson
 Via = Literal["chat", "batch"]
 Outcome = Literal["pending", "answered", "unanswered"]
 
-# Faults answered before the model runs: nothing is billed for them. Every other request is billed in
-# full, a malformed, cut, hung or reset answer too: its client cannot know it was not (issue 21).
-UNBILLED_FAULTS = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length"})
+# Billed, but the answer never reaches its client whole: a retry of such a call is paid twice by nature,
+# not by a fault of the client's (Bill.delivered is False).
+UNDELIVERED_FAULTS = frozenset({"malformed", "cut_body", "reset", "hang"})
 
 
 _HINTS = ("prompt_cache_key",)
@@ -47,6 +47,7 @@ class Bill:
     cached_tokens: int
     completion_tokens: int
     at: float
+    delivered: bool = True  # the client was sent the whole answer (see UNDELIVERED_FAULTS)
 
 
 @dataclass(slots=True)
@@ -73,11 +74,17 @@ class Ledger:
         self.received.append((body, model, time.monotonic()))
 
     def bill(
-        self, body: str, model: str, via: Via, prompt_tokens: int, cached_tokens: int, completion_tokens: int
+        self,
+        body: str,
+        model: str,
+        via: Via,
+        tokens: tuple[int, int, int],
+        *,
+        delivered: bool = True,
     ) -> None:
-        self.bills.append(
-            Bill(body, model, via, prompt_tokens, cached_tokens, completion_tokens, time.monotonic())
-        )
+        """Charge one request: `tokens` are its (prompt, cached, completion) tokens."""
+        prompt, cached, completion = tokens
+        self.bills.append(Bill(body, model, via, prompt, cached, completion, time.monotonic(), delivered))
 
     def submit(self, body: str, custom_id: str, batch_id: str) -> Submission:
         sub = Submission(body, custom_id, batch_id, time.monotonic())
@@ -98,4 +105,4 @@ class Ledger:
         }
 
 
-__all__ = ["UNBILLED_FAULTS", "Bill", "Ledger", "Submission", "body_digest"]
+__all__ = ["UNDELIVERED_FAULTS", "Bill", "Ledger", "Submission", "body_digest"]

@@ -28,9 +28,9 @@ from aiohttp import web
 from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
-from ifsweep.simulator.ledger import UNBILLED_FAULTS, Via, body_digest
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
@@ -195,6 +195,7 @@ class Simulator:
         self._stats.by_model[model] += 1
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        self._stats.ledger.receive(body_digest(body), model)
         return canonical
 
     async def wait_latency(self, model: str, canonical: bytes) -> None:
@@ -297,7 +298,6 @@ class Simulator:
         stats = self._stats
         canonical = self.note_request(model, body)
         digest = body_digest(body)
-        stats.ledger.receive(digest, model)
         config = self._config
         fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
@@ -312,8 +312,8 @@ class Simulator:
         n_cached = self._prefixes.lookup(blocks, n_prompt)
         # Built before the latency and billed now, as a provider bills a call its client has left.
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
-        if fault not in UNBILLED_FAULTS:
-            self._bill(digest, model, "chat", n_prompt, n_cached, payload)
+        if fault not in NEVER_RAN:
+            self._bill(digest, model, "chat", (n_prompt, n_cached), payload, fault)
         if fault == "missing_usage":
             del payload["usage"]
         await self.wait_latency(model, canonical)
@@ -430,10 +430,14 @@ class Simulator:
         }
         return payload
 
-    def _bill(self, digest: str, model: str, via: Via, n_prompt: int, n_cached: int, payload: Any) -> None:
+    def _bill(
+        self, digest: str, model: str, via: Via, prompt: tuple[int, int], payload: Any, fault: str | None
+    ) -> None:
+        """Charge a request its `prompt` (tokens, cached tokens) and the completion in `payload`."""
         content = payload["choices"][0]["message"]["content"]
         n_completion = count_tokens(content) if content else 0
-        self._stats.ledger.bill(digest, model, via, n_prompt, n_cached, n_completion)
+        delivered = fault not in UNDELIVERED_FAULTS
+        self._stats.ledger.bill(digest, model, via, (*prompt, n_completion), delivered=delivered)
 
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
         """One request of a batch, answered as /v1/chat/completions would without latency or limits:
@@ -452,7 +456,7 @@ class Simulator:
         content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
-        self._bill(body_digest(body), model, "batch", n_prompt, 0, payload)
+        self._bill(body_digest(body), model, "batch", (n_prompt, 0), payload, content)
         if content == "missing_usage":
             del payload["usage"]
         return 200, payload

@@ -55,6 +55,11 @@ class SimStats:
         # What was received, billed and submitted in batches, per request body (simulator/ledger.py).
         self.ledger = Ledger()
 
+    def billed_tokens(self, model: str) -> tuple[int, int]:
+        """(prompt, completion) tokens the ledger billed for `model`."""
+        bills = [b for b in self.ledger.bills if b.model == model]
+        return sum(b.prompt_tokens for b in bills), sum(b.completion_tokens for b in bills)
+
     def billed_usd(self, input_per_mtok: float, output_per_mtok: float) -> float:
         """The ledger's bill over every model at one price (prefix-cache reads at the full input price)."""
         bills = self.ledger.bills

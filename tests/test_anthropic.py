@@ -96,8 +96,7 @@ def test_messages_endpoint_speaks_anthropics_shapes_and_caches_at_breakpoints() 
                     session, url, {"model": "m", "messages": [{"role": "user", "content": "x"}]}
                 )
             log = list(sim.stats.log)
-            bills = [b for b in sim.stats.ledger.bills if b.model == "claude-x"]
-            billed = sum(b.prompt_tokens for b in bills), sum(b.completion_tokens for b in bills)
+            billed = sim.stats.billed_tokens("claude-x")
         # Every request that reached the model is billed (the refused ones did not).
         assert billed == (sum(s.prompt_tokens for s in log), sum(s.output_tokens for s in log))
         u1, u2, u3, u4 = (r["usage"] for r in (first, second, unmarked, short))

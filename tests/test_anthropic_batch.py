@@ -90,6 +90,10 @@ def test_message_batches_round_trip_with_cache_control_at_the_shared_prefix() ->
 
         anyio.run(go)
         assert sim.stats.batches_created == 2 and sim.stats.requests == 0
+        # The ledger: the first batch's four answered and billed, the cancelled one's four unanswered.
+        ledger = sim.stats.ledger
+        assert [b.via for b in ledger.bills] == ["batch"] * 4
+        assert [s.outcome for s in ledger.submissions] == ["answered"] * 4 + ["unanswered"] * 4
         # The requests went inline with cache_control where their shared prefix ends (the same text).
         (first, *_) = sim.anthropic.batches.batches.values()
         params = first.requests[0]["params"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,3 +80,26 @@ def test_spent_never_exceeds_cap_when_calls_cost_at_most_their_reservation(
     assert budget.spent_usd <= cap + 1e-9
     assert budget.spent_usd == pytest.approx(budget.spent_by("x"))
     assert budget.reserved_usd == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_call_never_settles_more_than_it_holds() -> None:
+    """Issue 21 item 1's rule: settle records at most the hold; a call that may cost more grows its
+    hold first (or is refused, still holding what it held)."""
+    budget = Budget(1.0)
+    held = budget.reserve(["a"], 0.4)
+    assert budget.settle(held, 0.7) == pytest.approx(0.3)  # the excess is returned, not recorded
+    assert budget.spent_usd == pytest.approx(0.4)
+
+    async def grow() -> None:
+        first = budget.reserve(["a"], 0.2)
+        grown = await budget.grow(first, 0.2)
+        assert grown.amount_usd == pytest.approx(0.4) and grown.parts == 2
+        assert budget.reserved_usd == pytest.approx(0.4)
+        with pytest.raises(BudgetExhausted):
+            await budget.grow(grown, 0.3)  # 0.4 spent + 0.4 held + 0.3 > 1.0: refused at once
+        assert budget.reserved_usd == pytest.approx(0.4)  # still held as it was
+        budget.settle(grown, 0.4, worst_case_usd=0.2)
+        assert budget.reserved_usd == 0.0 and budget.spent_usd == pytest.approx(0.8)
+        assert budget.worst_case_usd == pytest.approx(0.2)
+
+    anyio.run(grow)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis_server import redis_server
 from sweeps import stored_records, toml_config
 from test_coordination_sweep import followbench_copies
@@ -76,7 +77,9 @@ def billed(sim: SimulatorThread) -> float:
     return sim.stats.billed_usd(IN_PER_MTOK, OUT_PER_MTOK)
 
 
-def test_a_killed_runs_calls_in_flight_count_toward_the_cap_of_the_next(tmp_path: Path) -> None:
+def test_a_killed_runs_calls_in_flight_count_toward_the_cap_of_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = followbench_copies(tmp_path, 12)
     cap = full_cost(tmp_path, data) * 0.6
     with SimulatorThread(SimConfig(seed=4, latency_ms=300)) as sim:
@@ -95,6 +98,13 @@ def test_a_killed_runs_calls_in_flight_count_toward_the_cap_of_the_next(tmp_path
     # The calls cut off are counted at their worst case, and said to be.
     assert s["worst_case_usd"] > 0
     assert s["paid_usd"] == s["spent_usd"] - s["worst_case_usd"]
+    # The printed spend says both, and which is which (issue 27 item 6).
+    said = capsys.readouterr().err
+    paid, worst = (
+        f"${s['paid_usd']:.4f} paid, as the providers reported",
+        f"${s['worst_case_usd']:.4f} the worst case",
+    )
+    assert f"${s['spent_usd']:.4f} spent ({paid}; {worst} of calls cut off" in said, said
 
 
 def test_a_dead_partitions_holds_are_charged_when_its_lease_expires(tmp_path: Path) -> None:

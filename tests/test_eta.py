@@ -27,6 +27,7 @@ from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.runner.watch.reading import SweepPlan, settled
 from ifsweep.runner.watch.walk import outlook, waterfill
 from ifsweep.runner.watch.workload import (
+    PRIOR_CALLS,
     BenchShape,
     Tally,
     calls_per_turn,
@@ -189,6 +190,15 @@ def test_judge_calls_per_pair_learn_the_reasks_before_any_pair_is_done() -> None
     assert calls_per_turn(0.5, 2) == 1.75 and calls_per_turn(0.0, 2) == 1 and calls_per_turn(3.0, 1) == 2
     assert judge_per_pair({("m", "eif"): t}, shapes, {"m": 8}) == {"eif": 140}
     assert BenchShape.from_json("s", shapes["eif"].as_json()) == shapes["eif"]
+    # One garbled reply is no share of 1: a benchmark's first replies weigh against the judge's share
+    shapes["fb"] = BenchShape(1.0, 1.0, 100.0, 500.0, reask=2)
+    first = {
+        ("m", "eif"): Tally(6, 0, 0, 6, 1, unparsed=1),
+        ("m", "fb"): Tally(200, 100, 0, 100, 100, unparsed=40),
+    }
+    share = (1 + PRIOR_CALLS * 41 / 101) / (1 + PRIOR_CALLS)
+    assert judge_per_pair(first, shapes, {"m": 8})["eif"] == pytest.approx(80 * calls_per_turn(share, 2))
+    assert judge_per_pair(first, shapes, {"m": 8})["eif"] < 130  # not 80 x 3 = 240
     assert BenchShape.from_json("s", {k: 1 for k in ("judge_calls", "judge_depth", "prompt_tokens",
                                                      "judge_prompt_tokens")}).reask == 0  # fmt: skip
 

@@ -22,6 +22,8 @@ from sweeps import stored_records, toml_config
 
 import ifsweep
 from ifsweep.runner.store.compact import load_verdict_rows
+from ifsweep.runner.store.shards import RunStore, record_key
+from ifsweep.runner.watch.status import status_views
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 SUBPACKAGES = ("benchmarks", "metrics", "providers", "runner", "simulator")
@@ -65,6 +67,13 @@ def run_cli(cfg: Path, code: Path | None = None) -> subprocess.CompletedProcess[
     )
 
 
+def infobench_sweep(tmp_path: Path, out: Path, sim: SimulatorThread, limit: int = 4) -> Path:
+    """sweep.toml: model alpha and the simulator's judge on InFoBench's first `limit` instances."""
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=limit))
+    return cfg
+
+
 def judged(out: Path) -> dict[tuple[str, int], bool | None]:
     """What the report reads: (instance, constraint) -> satisfied, one current verdict per slot."""
     rows = load_verdict_rows(out).filter(source="judge")
@@ -77,8 +86,7 @@ def test_a_changed_parser_rescores_the_stored_replies_with_no_request(
     tmp_path: Path, sim: SimulatorThread
 ) -> None:
     out = tmp_path / "run"
-    cfg = tmp_path / "sweep.toml"
-    cfg.write_text(toml_config(out, sim.base_url, models=("alpha",), bench=("infobench",), limit=4))
+    cfg = infobench_sweep(tmp_path, out, sim)
     first = run_cli(cfg)
     assert first.returncode == 0, first.stderr
     before = judged(out)
@@ -105,3 +113,50 @@ def test_a_changed_parser_rescores_the_stored_replies_with_no_request(
     again = run_cli(cfg)
     assert again.returncode == 0 and "re-scored" not in again.stderr
     assert json.loads((out / "summary.json").read_text())["rescored"] == 0
+
+
+def test_a_directory_of_the_older_scheme_resumes_rescores_and_counts_once(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """A run directory written by the build before (issue 21.2's case): its verdict keys also held what
+    the verdict depends on (records without "basis"), and its manifest's template versions mixed in a
+    hand-kept parser version. A resume is not refused: it derives every verdict again under its slot's
+    key at no cost and says so, and every reader (report, status, the board) counts each slot once."""
+    done = tmp_path / "done"
+    assert run_cli(infobench_sweep(tmp_path, done, sim)).returncode == 0
+    older = tmp_path / "older"  # the same results, its verdicts as the older scheme keyed them
+    with RunStore.open(older, writer_id="main") as store:
+        for rec in stored_records(done, {"generation", "judgment", "verdict"}):
+            if rec["kind"] == "verdict":
+                rec = {k: v for k, v in rec.items() if k not in ("basis", "code")}
+                rec["key"] = record_key({"older": rec["key"]})
+            store.append(rec)
+    manifest = json.loads((done / "manifest.json").read_text())
+    entry = manifest["benchmarks"]["infobench"]
+    del entry["template_scheme"]
+    entry["template_version"] = "0ab1c2d3e4f5"  # the prompts and "infobench-parse-2"
+    (older / "manifest.json").write_text(json.dumps(manifest))
+    sent = sim.stats.requests
+    resumed = run_cli(infobench_sweep(tmp_path, older, sim))
+    assert resumed.returncode == 0, resumed.stderr
+    assert sim.stats.requests == sent
+    assert "re-scored 4 verdicts from the stored replies" in resumed.stderr
+    assert len(stored_records(older, {"verdict"})) == 8  # four of each scheme
+    assert judged(older) == judged(done)
+    board, report = status_views(older)
+    assert board.totals.pairs_done == 4 and board.totals.errors == 0
+    assert [(r["done"], r["errors"]) for r in report.rows] == [(4, 0)]
+
+
+def test_a_changed_template_under_the_current_scheme_is_still_refused(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    out = tmp_path / "run"
+    cfg = infobench_sweep(tmp_path, out, sim, limit=2)
+    assert run_cli(cfg).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["benchmarks"]["infobench"]["template_scheme"] == 2
+    manifest["benchmarks"]["infobench"]["template_version"] = "0ab1c2d3e4f5"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    refused = run_cli(cfg)
+    assert refused.returncode == 2 and "template version changed" in refused.stderr

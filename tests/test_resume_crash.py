@@ -62,12 +62,12 @@ def call_lines(run_dir: Path) -> int:
 
 
 def verdicts(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Newest verdict record per (model, benchmark, instance), without the wall-clock field or the keys:
-    the baseline ran against another simulator, and keys name the server that answered."""
+    """Newest verdict record per (model, benchmark, instance), without the wall-clock field, the keys or
+    the basis: the baseline ran against another simulator, and they name the server that answered."""
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for sl in scan_shards(run_dir, kinds=("verdict",)):
         rec = sl.record()
-        for name in ("ts", "_c", "key", "gen_key"):
+        for name in ("ts", "_c", "key", "gen_key", "basis"):
             rec.pop(name, None)
         out[(rec["model"], rec["benchmark"], rec["instance_id"])] = rec
     return out

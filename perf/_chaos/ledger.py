@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import urllib.request
-from collections import Counter
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,16 +52,20 @@ def bill_usd(bill: dict[str, Any], roles: dict[str, str]) -> float:
     """What one billed request costs at the sweep's prices (cached tokens at the input price, as the
     config gives no cached price; the Batch API at half)."""
     inp, out = PRICES[roles.get(bill["model"], "model")]
-    usd = (bill["prompt_tokens"] * inp + bill["completion_tokens"] * out) / 1e6
+    usd = float(bill["prompt_tokens"] * inp + bill["completion_tokens"] * out) / 1e6
     return usd / 2 if bill["via"] == "batch" else usd
 
 
-def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> Counter[str]:
+def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> defaultdict[str, float]:
     """Dollars billed per served model name."""
-    out: Counter[str] = Counter()
+    out: defaultdict[str, float] = defaultdict(float)
     for b in ledger.bills:
         out[b["model"]] += bill_usd(b, roles)
     return out
+
+
+# A request already on the wire when the kill lands reaches the simulator just after it.
+_ON_THE_WIRE_S = 0.1
 
 
 def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, list[str]]:
@@ -69,18 +73,26 @@ def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, 
 
     A body billed again is excused only when its previous bill came in the `window_s` before a kill
     and the new one after it: a call the kill left without a stored result (in flight at the
-    provider, or answered but still in the group-commit buffer)."""
+    provider, or answered but still in the group-commit buffer). A bill whose answer never reached
+    its client whole (a malformed, cut, reset or hung answer) is no answer: paying again after it is
+    the fault's doing, and the spend must count it (I2), not I3."""
     by_body: dict[str, list[dict[str, Any]]] = {}
     for b in sorted(ledger.bills, key=lambda b: b["at"]):
         by_body.setdefault(b["body"], []).append(b)
     excused, unexcused = 0, []
     for bills in by_body.values():
         for first, again in itertools.pairwise(bills):
-            if any(t - window_s <= first["at"] <= t < again["at"] for t in kills):
+            if not first.get("delivered", True):
+                continue  # its answer never reached the client whole: a retry pays again by nature
+            if any(t - window_s <= first["at"] <= t + _ON_THE_WIRE_S < again["at"] for t in kills):
                 excused += 1
             else:
                 gap = again["at"] - first["at"]
-                unexcused.append(f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s")
+                kill = max((t for t in kills if t < again["at"]), default=None)
+                when = f"; the last kill before it {kill - first['at']:+.2f}s after the first" if kill else ""
+                unexcused.append(
+                    f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s{when}"
+                )
     return excused, unexcused
 
 

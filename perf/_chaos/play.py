@@ -16,6 +16,7 @@ from pathlib import Path
 import ifsweep
 from _chaos import checks, records
 from _chaos.disk import Disk
+from _chaos.importing import reimport
 from _chaos.ledger import Ledger, billed_by_model, fetch
 from _chaos.procs import Proc, Redis, start_run
 from _chaos.scenario import Scenario
@@ -135,7 +136,8 @@ class Play:
         return write(self.work / f"{name}.toml", render(self.s, stage, out, self.sim.base_url, coordinator))
 
     def sent(self) -> int:
-        return self.sim.stats.requests + self.sim.stats.batches_created
+        stats = self.sim.stats
+        return int(stats.requests + stats.batches_created)
 
     def play(self, rnd: Round) -> list[Proc]:
         self.out.rounds += 1
@@ -178,7 +180,12 @@ class Play:
     def _restart_redis(self) -> threading.Thread:
         redis = self.redis
         assert redis is not None
-        thread = threading.Thread(target=lambda: (time.sleep(0.4), redis.restart(0.5)))
+
+        def restart() -> None:
+            time.sleep(0.4)
+            redis.restart(0.5)
+
+        thread = threading.Thread(target=restart)
         thread.start()
         return thread
 
@@ -249,7 +256,7 @@ class Play:
 
     def _play_all(self) -> None:
         rounds, last = plan_rounds(self.s, self.first_stage(), disk=self.disk is not None)
-        self.out.edits = len(self.s.edits)
+        self.out.edits = len(self.s.edits) + self.s.probes.count("reimport")
         for rnd in rounds:
             self.round_checked(rnd)
         self.out.faults = sum(self.sim.stats.faults.values()) + fetch(self.sim.base_url).batch_faults
@@ -265,7 +272,9 @@ class Play:
             return
         ref, _ = self.reference(final)
         v += checks.same_verdicts(self.run_dir, ref, final.judges)
-        v += checks.spend_reported(records.summary(self.run_dir, None), fetch(self.sim.base_url), self.roles)
+        if final.caps:  # a capped run keeps an intent per call, so even a kill's calls are counted
+            summary = records.summary(self.run_dir, None)
+            v += checks.spend_reported(summary, fetch(self.sim.base_url), self.roles)
         sent0 = self.sent()
         (again,) = self.play(Round(final, plain=True))
         if again.code != 0 or self.sent() != sent0:
@@ -274,7 +283,10 @@ class Play:
         window = (LATENCY_MS + JITTER_MS) / 1000 + self.s.flush_ms / 1000 + 0.5
         v += checks.paid_once(fetch(self.sim.base_url), self.kill_times, window)
         for kind in self.s.probes:
-            self._probe(kind, final)
+            if kind == "reimport":
+                v += reimport(self.work / "import", self.s.seed, self.texts)
+            else:
+                self._probe(kind, final)
         secrets = [self.secret] + ([self.redis.password] if self.redis is not None else [])
         dirs = [self.run_dir, *self.work.glob("probe-*/")]  # the configs hold the Redis URL, as a user's do
         hits = records.secret_hits(dirs, self.texts, secrets)

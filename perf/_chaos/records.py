@@ -14,7 +14,8 @@ import ifsweep
 from ifsweep.runner.store.compact import latest_lines
 
 Pair = tuple[str, str, str, str]  # model, benchmark, instance, judge
-_VOLATILE = ("ts", "_c", "key", "gen_key")
+# What names the server that answered (its api_base is in every key) or the moment, not the verdict.
+_VOLATILE = ("ts", "_c", "key", "gen_key", "basis")
 
 
 def verdicts(run_dir: Path) -> dict[Pair, list[dict[str, Any]]]:

@@ -149,7 +149,7 @@ def draw(seed: int) -> Scenario:
     edits = tuple(e for e in EDITS if rng.random() < 0.35)
     if "remove_judge" in edits and len(judges) < 2:
         edits = tuple(e for e in edits if e != "remove_judge")
-    return Scenario(
+    scenario = Scenario(
         seed=seed,
         benches=benches,
         limit=rng.randint(2, 3),
@@ -169,6 +169,9 @@ def draw(seed: int) -> Scenario:
         disk_full_kb=rng.choice((0, 0, 0, rng.randint(4, 64))),
         overlap=rng.random() < 0.2,
     )
+    if rng.random() < 0.25:  # drawn last, so that adding it changed no earlier draw of any seed
+        scenario = replace(scenario, probes=(*scenario.probes, "reimport"))
+    return scenario
 
 
 def _caps(rng: random.Random, models: tuple[str, ...], judges: tuple[str, ...]) -> tuple[Cap, ...]:

@@ -61,6 +61,10 @@ _SCRIPT_NAMES = (
 )
 
 
+class CoordinatorGone(RuntimeError):
+    """The coordinator stayed unreachable past `[run] coordinator_timeout_s`; the message says so."""
+
+
 class RedisCoordinator:
     """One process's link to the shared state. `start()`, run `run()` beside the sweep, `close()`."""
 
@@ -73,8 +77,10 @@ class RedisCoordinator:
         rescan: Callable[[], Baseline],
         emit: Callable[[ProviderEvent], None] | None = None,
         connect_timeout_s: float = _CONNECT_S,
+        give_up_s: float | None = None,
     ) -> None:
         self.settings = settings
+        self.give_up_s = give_up_s  # `[run] coordinator_timeout_s`: unreachable this long ends the run
         self.ns = f"ifsweep:sweep:{sweep_id}"
         self.writer = writer
         self.instance = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -151,14 +157,44 @@ class RedisCoordinator:
             tg.start_soon(self._flusher)
             tg.start_soon(self._listen)
             tg.start_soon(self._sender)
+            if self.give_up_s is not None:
+                tg.start_soon(self._watchdog, self.give_up_s)
+
+    async def _watchdog(self, give_up_s: float) -> None:
+        """Raise CoordinatorGone once the server was unreachable for `give_up_s`: the sweep stops,
+        resumable (the shards hold every result; this process's holds expire with its lease)."""
+        while True:
+            await anyio.sleep(min(1.0, give_up_s / 4))
+            down = self.down_s()
+            if down is not None and down >= give_up_s:
+                raise CoordinatorGone(
+                    f"coordinator {self.settings.display} unreachable for {down:.0f} s "
+                    f"(coordinator_timeout_s = {give_up_s:g}): stopped; every result is kept, run the same "
+                    "command again once it answers"
+                )
+
+    def down_s(self) -> float | None:
+        """How long the server has been unreachable, None while it answers."""
+        return None if self._down_since is None else anyio.current_time() - self._down_since
+
+    def state(self) -> str:
+        """The coordinator's state in a few words, for the board's totals line."""
+        down = self.down_s()
+        if down is None:
+            return "coordinator ok"
+        limit = f", stops at {self.give_up_s:.0f} s" if self.give_up_s is not None else ", waiting"
+        return f"coordinator unreachable {down:.0f} s{limit}"
 
     async def close(self, timeout_s: float | None = None) -> bool:
         """Send what is still queued and drop this process's holds at once; False if the server did not
-        answer within `timeout_s` (default: the lease; the holds then expire with it)."""
+        answer within `timeout_s` (default: the lease, or no wait at all while the server is known to
+        be unreachable, so Ctrl-C keeps its promise; the holds then expire with the lease)."""
         if self._closed is not None:
             return self._closed
+        if timeout_s is None:
+            timeout_s = 0.0 if self._down_since is not None else self.settings.lease_s
         done = False
-        with anyio.move_on_after(self.settings.lease_s if timeout_s is None else timeout_s):
+        with anyio.move_on_after(timeout_s):
             await self.flush()
             await self.script("LEAVE", [], [self.ns, self.instance])
             done = True
@@ -567,4 +603,4 @@ def _floats(flat: Sequence[str]) -> dict[str, float]:
     return {k: float(v) for k, v in _pairs(flat).items()}
 
 
-__all__ = ["Baseline", "RedisCoordinator", "RedisLedger", "RedisRates"]
+__all__ = ["Baseline", "CoordinatorGone", "RedisCoordinator", "RedisLedger", "RedisRates"]

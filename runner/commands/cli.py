@@ -206,16 +206,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_output_dir(cfg)
     work = _load_work(cfg)
     check_ready(cfg, work)
-    result = anyio.run(
-        lambda: run_sweep(
-            cfg,
-            work,
-            partition=partition,
-            progress=args.progress,
-            retry_errors=False if args.no_retry_errors else None,
-            process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
+    from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
+
+    try:
+        result = anyio.run(
+            lambda: run_sweep(
+                cfg,
+                work,
+                partition=partition,
+                progress=args.progress,
+                retry_errors=False if args.no_retry_errors else None,
+                process=OwnedProcess(),  # this command owns its process: signals, GC, allocator
+            )
         )
-    )
+    except DiskFullError as e:  # before anything ran (the manifest): the same stop as during the run
+        print(f"[ifsweep] failed: {e.strerror}; nothing was run; {DISK_FULL_ADVICE}", file=sys.stderr)
+        return EXIT_FAILED
     _print_result(result, cfg.run.output_dir)
     return result.exit_code
 

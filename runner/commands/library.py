@@ -183,7 +183,7 @@ def scores(
     import polars as pl  # only for the calls that compute metrics
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.rundir import panel_of
+    from ifsweep.runner.commands.rundir import panel_of, planned_rows
 
     panel: tuple[str, ...] = ()
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
@@ -192,7 +192,9 @@ def scores(
         from ifsweep.runner.store.compact import scan_verdict_rows
 
         require_run_dir(Path(source))
-        rows = scan_verdict_rows(Path(source))  # streamed from a compacted run's Parquet
+        # Streamed from a compacted run's Parquet; the instances the run's config selects, not those
+        # judged under an earlier, higher `limit`.
+        rows, _ = planned_rows(Path(source), scan_verdict_rows(Path(source)))
         panel = panel_of(Path(source))
     else:
         paths = [source] if isinstance(source, str | os.PathLike) else list(source)

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep.runner.commands.agreement import run_agreement
-from ifsweep.runner.commands.rundir import compute, in_model_order, model_order, panel_of, require_run_dir
+from ifsweep.runner.commands.rundir import (
+    compute,
+    in_model_order,
+    model_order,
+    panel_of,
+    planned_rows,
+    require_run_dir,
+)
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
@@ -18,24 +25,25 @@ if TYPE_CHECKING:
     from ifsweep.runner.watch.status import StatusReport
 
 
-def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None]]:
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None], int]:
     """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
-    judge), lazily (metrics stream them), and the judges they hold; UsageError for a judge the run has
-    no verdicts of."""
+    judge) of the instances its config selects, lazily (metrics stream them), the judges they hold, and
+    how many instances judged beyond those (a lowered `limit`) were left out; UsageError for a judge
+    the run has no verdicts of."""
     import polars as pl
 
     from ifsweep import metrics
     from ifsweep.runner.store.compact import scan_verdict_rows
 
     require_run_dir(run_dir)
-    rows = scan_verdict_rows(run_dir)
+    rows, beyond = planned_rows(run_dir, scan_verdict_rows(run_dir))
     if metrics.streamed(rows.select(pl.len())).item() == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     try:
         chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
     except ValueError as e:
         raise UsageError(f"{run_dir}: {e}") from None
-    return chosen, judges
+    return chosen, judges, beyond
 
 
 def report(
@@ -48,7 +56,7 @@ def report(
 
     if judge == "all" and fmt in ("md", "html"):
         raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
-    rows, judges = judged_rows(run_dir, judge)
+    rows, judges, beyond = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
     # Config order (natural order when the config is not known); leaderboards rank by score and keep
     # this order among equal scores.
@@ -56,6 +64,8 @@ def report(
     table = in_model_order(table, order)
     if fmt in ("table", "json", "csv"):
         text = _render_plain(table, catalog, fmt)
+        if beyond and fmt == "table":
+            text += f"\n\n{_beyond_note(beyond)}"
     else:
         calls = _calls_of(load_call_records(run_dir), judges, run_dir)
         analytics = in_model_order(metrics.analytics(calls, table), order)
@@ -75,6 +85,13 @@ def report(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
+
+
+def _beyond_note(instances: int) -> str:
+    return (
+        f"note: {instances} instance{'s' if instances != 1 else ''} judged under an earlier, higher `limit` "
+        "left out: these scores cover the instances the config now selects"
+    )
 
 
 def _calls_of(calls: pl.DataFrame, judges: list[str | None], run_dir: Path) -> pl.DataFrame:
@@ -193,6 +210,13 @@ def render_status(run_dir: Path) -> str:
         lines += ["", *_judge_lines(report)]
     if report.shared is not None or any(p["partition"] for p in report.partitions):
         lines += ["", *_partition_lines(report)]
+    beyond = [r for r in rows if r.get("beyond_plan")]
+    if beyond:
+        lines += [""] + [
+            f"{r['model']} {r['benchmark']}: {r['beyond_plan']} more done, judged under an earlier, higher "
+            "`limit` (not counted above; `ifsweep report` leaves them out)"
+            for r in beyond
+        ]
     batches = open_batches(run_dir)
     if batches:
         requests = sum(b.requests for b in batches)

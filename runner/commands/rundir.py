@@ -43,6 +43,26 @@ def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.
         raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
 
 
+def planned_rows(run_dir: Path, rows: pl.LazyFrame) -> tuple[pl.LazyFrame, int]:
+    """The verdict rows of the instances the run's newest config selects, and how many instances
+    (benchmark, instance id) were left out: judged under an earlier, higher `limit`. Benchmarks whose
+    manifest entry does not say (an import, an older run) keep every row."""
+    import polars as pl
+
+    from ifsweep import metrics
+    from ifsweep.runner.store.manifest import planned_instances
+
+    plans = planned_instances(run_dir)
+    if not plans:
+        return rows, 0
+    bench, inst = pl.col("benchmark").cast(pl.String), pl.col("instance_id").cast(pl.String)
+    keep = ~bench.is_in(list(plans))
+    for name, ids in plans.items():
+        keep = keep | ((bench == name) & inst.is_in(list(ids)))
+    beyond = metrics.streamed(rows.filter(~keep).select(bench, inst).unique().select(pl.len())).item()
+    return (rows.filter(keep), int(beyond)) if beyond else (rows, 0)
+
+
 def require_run_dir(run_dir: Path) -> None:
     if not (run_dir / "shards").is_dir():
         raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")

@@ -105,6 +105,7 @@ async def join(
     run_dir: Path,
     writer: str,
     emit: Callable[[ProviderEvent], None] | None = None,
+    give_up_s: float | None = None,
 ) -> tuple[RedisCoordinator, dict[str, dict[str, float]]]:
     """Connect, publish what the shards say each writer spent, and join the sweep's ledger. Returns the
     coordinator and that baseline. Raises CoordinatorError when it cannot."""
@@ -112,7 +113,12 @@ async def join(
     ident, created = sweep_id(run_dir)
     baseline = spend_by_writer(run_dir)
     coordinator: RedisCoordinator = state.RedisCoordinator(
-        settings, sweep_id=ident, writer=writer, rescan=lambda: spend_by_writer(run_dir), emit=emit
+        settings,
+        sweep_id=ident,
+        writer=writer,
+        rescan=lambda: spend_by_writer(run_dir),
+        emit=emit,
+        give_up_s=give_up_s,
     )
     try:
         await coordinator.start(baseline, new_sweep=created)

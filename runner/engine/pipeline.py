@@ -139,6 +139,9 @@ class Pipeline:
     judge_counters: dict[str, JudgeCounters] = field(default_factory=dict)  # by judge label
     # Judges whose own cap (max_usd) ran out: they judge nothing more, the rest of the panel goes on.
     exhausted_judges: set[str] = field(default_factory=set)
+    # Slots holding a verdict of the older key scheme (runner.store.keys.older_slots): a verdict written
+    # there replaces it, and counts as re-scored.
+    replacing: frozenset[str] = frozenset()
     _pending: dict[str, anyio.Event] = field(default_factory=dict)  # keys of calls in flight (_once)
 
     def __post_init__(self) -> None:
@@ -217,6 +220,8 @@ class Pipeline:
             cached = self._cached(ref.key)
             if cached is not None and cached.get("basis") != ref.basis:
                 ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
+            elif cached is None and ref.key in self.replacing:
+                ref = replace(ref, replaces=True)
             jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
             if cached is None:
                 todo.append((judge, ref))

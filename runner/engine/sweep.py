@@ -37,10 +37,12 @@ from ifsweep.runner.engine.scheduler import (
     run_models,
     worker_cap,
 )
+from ifsweep.runner.store.atomic import atomic_write
 from ifsweep.runner.store.intents import INTENT, SPEND_KINDS, SpendScan, StoreIntents
-from ifsweep.runner.store.keys import endpoint_identity
+from ifsweep.runner.store.keys import endpoint_identity, older_slots
 from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import (
+    TEMPLATE_SCHEME,
     BenchmarkEntry,
     Manifest,
     ModelEntry,
@@ -50,7 +52,7 @@ from ifsweep.runner.store.manifest import (
     relabel_legacy_judge,
     write_manifest,
 )
-from ifsweep.runner.store.shards import DiskFullError
+from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
 from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
@@ -179,8 +181,10 @@ async def run_sweep(
         process.prepare()
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
-    lock, store = _open_run(cfg, work, writer_id, retry, shared=partition is not None)
+    lock, store, older = _open_run(cfg, work, writer_id, retry, shared=partition is not None)
     run = _Run(cfg, work, store, writer_id, retry, process, started=time.time())
+    if older:  # once per directory: its verdicts under keys of the older scheme, by slot
+        run.older_slots = older_slots(store.iter_records({"verdict"}))
     try:
         books = await _open_books(run, partition)
         ended = await _drive(run, books, progress or cfg.run.progress)
@@ -203,9 +207,12 @@ async def run_sweep(
             os.close(lock)
 
 
-def _open_run(cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shared: bool) -> tuple[int, Any]:
+def _open_run(
+    cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shared: bool
+) -> tuple[int, Any, bool]:
     """The run lock (exclusive for a plain run, shared among partitions), then the manifest, then the
-    store: a second run on the directory is refused before it writes anything."""
+    store: a second run on the directory is refused before it writes anything. The last of the three:
+    whether the directory was written before verdict keys named slots (`prepare_run_dir`)."""
     from ifsweep.runner.store.shards import SHARDS_DIR, RunStore
 
     run_dir = cfg.run.output_dir
@@ -218,7 +225,7 @@ def _open_run(cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shar
     lock = lock_run(run_dir, shared=shared, shards_dir=run_dir / SHARDS_DIR)
     store = None
     try:
-        prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
+        older = prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before any append
         store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
         check_batches_off(cfg, store)
     except BaseException:
@@ -228,7 +235,7 @@ def _open_run(cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shar
         finally:
             os.close(lock)
         raise
-    return lock, store
+    return lock, store, older
 
 
 def check_batches_off(cfg: SweepConfig, store: Any) -> None:
@@ -279,6 +286,7 @@ class _Run:
     started: float
     coordinator: Any = None
     books: _Books | None = None
+    older_slots: frozenset[str] = frozenset()  # slots holding a verdict of the older key scheme
 
     @property
     def run_dir(self) -> Path:
@@ -318,7 +326,9 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     shared_at = None
     spent = _already_spent(run.store, tally)
     if cfg.run.coordinator is not None:
-        run.coordinator, baseline = await join_coordinator(cfg.run.coordinator, run.run_dir, run.writer_id)
+        run.coordinator, baseline = await join_coordinator(
+            cfg.run.coordinator, run.run_dir, run.writer_id, give_up_s=cfg.run.coordinator_timeout_s
+        )
         spent.total, spent.by = spend_totals(baseline)
         shared_at = run.coordinator.settings.display
     run.store.on_append = tally.add
@@ -340,6 +350,7 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     )
     if run.coordinator is not None:
         run.coordinator.emit = state.on_event
+        state.coordinator = run.coordinator.state
     run.books = _Books(tally, budget, keep, counters, state, shared_at)
     return run.books
 
@@ -365,7 +376,13 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
         endpoints = [pool.caller(s) for s in cfg.models]
         state.endpoints.update({e.spec.label: e.stats for e in (*endpoints, *judges)})
         state.batches.update({b.spec.label: b.progress for b in pool.batch_endpoints})
-        pipeline = Pipeline(store=run.store, judges=judges, retry_errors=run.retry, counters=books.counters)
+        pipeline = Pipeline(
+            store=run.store,
+            judges=judges,
+            retry_errors=run.retry,
+            counters=books.counters,
+            replacing=run.older_slots,
+        )
         state.judges = pipeline.judge_counters
         pairs = sum(c.planned for c in books.counters.values())
         for jc in pipeline.judge_counters.values():
@@ -510,8 +527,9 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
                 template_version=job.template_version,
                 scoring=job.cfg.scoring,
                 settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
+                instances=tuple(inst.instance_id for inst in instances),
             )
-            for job, _ in work.jobs
+            for job, instances in work.jobs
         },
         models={s.label: entry(s) for s in cfg.models},
         judge=entry(cfg.judge) if cfg.judge is not None else None,
@@ -552,10 +570,12 @@ def _version() -> str:
         return "unknown"
 
 
-def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
-    """Refuse a resume that would mix settings; otherwise (re)write the manifest before any result."""
+def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> bool:
+    """Refuse a resume that would mix settings; otherwise (re)write the manifest before any result.
+    True when the directory was written before verdict keys named slots (manifest.TEMPLATE_SCHEME)."""
     new = build_manifest(cfg, work)
     old = read_manifest(run_dir)
+    older = old is not None and any(b.template_scheme < TEMPLATE_SCHEME for b in old.benchmarks.values())
     if old is None and (why := older_records(run_dir)) is not None:
         raise IncompatibleRun(why)
     if old is not None:
@@ -581,17 +601,20 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_manifest(run_dir, new)
+    except DiskFullError:
+        raise  # the disk-full stop (resumable), not a config to fix
     except OSError as e:
         raise ConfigError(
             cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
         ) from None
+    return older
 
 
 def _describe(e: BaseException) -> str:
     if isinstance(e, BaseExceptionGroup):
         return "; ".join(dict.fromkeys(_describe(x) for x in e.exceptions))
     if isinstance(e, DiskFullError):
-        return f"{e.strerror or e}; free space (or raise the limit) and run the same command again to resume"
+        return f"{e.strerror or e}; {DISK_FULL_ADVICE}"
     return f"{type(e).__name__}: {e}"
 
 
@@ -684,7 +707,7 @@ def write_summary(
     atomically so a reader never sees half of it. `status` is the sweep's status, or "running".
     `coordinator`: the shared ledger's URL, when `spent_usd` is the total of every process."""
     data = summary_bytes(status, result, counters, tally, started, state, coordinator)
-    atomic_write(run_dir / summary_name(writer_id), data)
+    atomic_write(run_dir / summary_name(writer_id), data, in_place_if_full=True)
 
 
 def summary_bytes(
@@ -733,12 +756,3 @@ def summary_bytes(
     if coordinator is not None:
         body["coordinator"] = coordinator
     return orjson.dumps(body, option=orjson.OPT_INDENT_2)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -21,7 +21,7 @@ older scheme is refused instead of silently re-buying every result.
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ifsweep.providers.pool import resolve_route
@@ -34,8 +34,10 @@ __all__ = [
     "endpoint_identity",
     "generation_key",
     "judge_key",
+    "older_slots",
     "verdict_basis",
     "verdict_key",
+    "verdict_slot",
 ]
 
 # 1: keys without the endpoint or the instance (ifsweep <= 0.1.0 before issue 12); 2: this module.
@@ -83,6 +85,27 @@ def verdict_key(*, benchmark: str, instance_id: str, model: str, judge: str | No
         "scoring": scoring,
     }
     return record_key({"t": "verdict", **slot})
+
+
+def verdict_slot(record: Mapping[str, Any]) -> str:
+    """The slot a stored verdict record fills: its key. A record written when verdict keys also held
+    what the verdict depends on (it has no "basis") fills the slot its fields name: a directory resumed
+    since holds a newer record for that slot, and readers count the slot once."""
+    if "basis" in record:
+        return str(record["key"])
+    judge = record.get("judge")
+    return verdict_key(
+        benchmark=str(record.get("benchmark")),
+        instance_id=str(record.get("instance_id")),
+        model=str(record.get("model")),
+        judge=None if judge is None else str(judge),
+        scoring=str(record.get("scoring")),
+    )
+
+
+def older_slots(verdicts: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The slots of the verdict records written before verdict keys named slots (`verdict_slot`)."""
+    return frozenset(verdict_slot(r) for r in verdicts if "basis" not in r)
 
 
 def verdict_basis(

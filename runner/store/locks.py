@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import socket
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 import orjson
 
 RUN_LOCK = "run.lock"
+WRITER_RE = re.compile(r"[A-Za-z0-9_.]{1,64}")  # the writer ids RunStore.open accepts
 
 
 class WriterBusyError(RuntimeError):
@@ -63,9 +65,11 @@ def lock_writer(path: Path, writer: str) -> int:
             "use a different writer id (partitions do) or wait for it to finish"
         )
     me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv), "at": time.time()}
-    data = orjson.dumps(me)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, orjson.dumps(me), 0)
+    except OSError:
+        pass  # a full disk: the lock holds all the same; a refusal then names no process
     return fd
 
 
@@ -87,6 +91,8 @@ def read_holder(path: Path, writer: str) -> Holder:
 
 def writer_running(shards_dir: Path, writer: str) -> bool:
     """Whether a live process holds `writer`'s lock (a test lock taken and dropped at once)."""
+    if WRITER_RE.fullmatch(writer) is None:
+        return False  # no writer id a store accepts (a record's field, read from the shards)
     path = shards_dir / f"{writer}.lock"
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -126,6 +132,7 @@ def lock_run(run_dir: Path, *, shared: bool, shards_dir: Path) -> int:
 
 __all__ = [
     "RUN_LOCK",
+    "WRITER_RE",
     "Holder",
     "WriterBusyError",
     "live_writers",

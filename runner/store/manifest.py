@@ -9,7 +9,6 @@ work or capacity (new models or benchmarks, a higher budget, other concurrency a
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from ifsweep.runner.store.atomic import atomic_write
 from ifsweep.runner.store.keys import KEY_SCHEMA
 from ifsweep.runner.store.shards import decode_record, parse_line, shard_files
 
@@ -30,6 +30,7 @@ __all__ = [
     "ModelEntry",
     "compare",
     "older_records",
+    "planned_instances",
     "read_manifest",
     "relabel_legacy_judge",
     "write_manifest",
@@ -41,6 +42,11 @@ LEGACY_JUDGE = "judge"
 # 2: result keys carry the endpoint and the instance (runner.store.keys.KEY_SCHEMA); models record their
 # endpoint.
 MANIFEST_SCHEMA = 2
+# What a benchmark's template_version hashes. 1 (a manifest without the field): the prompt texts and a
+# hand-kept parser version; 2: the prompt texts alone, each verdict recording the version of the code
+# that derived it (benchmarks/versions.py). Versions of two schemes are not compared: a run recorded
+# under 1 resumes, and its verdicts are derived again from the stored replies where the code changed.
+TEMPLATE_SCHEME = 2
 
 
 class ManifestError(ValueError):
@@ -54,6 +60,11 @@ class BenchmarkEntry:
     scoring: str
     # Anything else that changes what a verdict means (reask count, language, split, ...).
     settings: Mapping[str, Any] = field(default_factory=dict)
+    # The instance ids the newest config selects, in order (after `limit`): what status counts as
+    # planned and reports score. None in manifests written before it was kept (and never compared:
+    # a lowered `limit` leaves the earlier verdicts valid, only outside the plan).
+    instances: tuple[str, ...] | None = None
+    template_scheme: int = TEMPLATE_SCHEME
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +108,10 @@ class Manifest:
                 name: {
                     "data_hash": b.data_hash,
                     "template_version": b.template_version,
+                    "template_scheme": b.template_scheme,
                     "scoring": b.scoring,
                     "settings": dict(b.settings),
+                    **({} if b.instances is None else {"instances": list(b.instances)}),
                 }
                 for name, b in sorted(self.benchmarks.items())
             },
@@ -130,16 +143,10 @@ class Manifest:
                 f"{source}: field 'schema': this ifsweep reads version {MANIFEST_SCHEMA}, got {schema}; "
                 "a newer ifsweep wrote this run directory"
             )
-        benches = {}
-        for name, raw in r.table(top.get("benchmarks"), "benchmarks").items():
-            b = r.table(raw, f"benchmarks.{name}")
-            where = f"benchmarks.{name}"
-            benches[name] = BenchmarkEntry(
-                data_hash=r.get(b, where, "data_hash", str),
-                template_version=r.get(b, where, "template_version", str),
-                scoring=r.get(b, where, "scoring", str),
-                settings=r.table(b.get("settings", {}), f"{where}.settings"),
-            )
+        benches = {
+            name: r.benchmark(raw, f"benchmarks.{name}")
+            for name, raw in r.table(top.get("benchmarks"), "benchmarks").items()
+        }
         models = {
             mid: r.model(raw, f"models.{mid}") for mid, raw in r.table(top.get("models"), "models").items()
         }
@@ -178,6 +185,20 @@ def _model_dict(m: ModelEntry) -> dict[str, Any]:
     return {"model": m.model, "params": dict(m.params), "endpoint": dict(m.endpoint)}
 
 
+def planned_instances(run_dir: Path) -> dict[str, frozenset[str]]:
+    """Per benchmark table, the instance ids the newest config selected; only tables whose manifest
+    entry says (none for a run without a manifest, or one written before they were kept)."""
+    try:
+        manifest = read_manifest(run_dir)
+    except ManifestError:
+        return {}
+    if manifest is None:
+        return {}
+    return {
+        name: frozenset(b.instances) for name, b in manifest.benchmarks.items() if b.instances is not None
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class _Reader:
     source: str
@@ -186,6 +207,22 @@ class _Reader:
         if not isinstance(v, dict):
             raise ManifestError(f"{self.source}: field '{where or '(top)'}': expected an object, got {v!r}")
         return v
+
+    def benchmark(self, raw: object, where: str) -> BenchmarkEntry:
+        b = self.table(raw, where)
+        instances = b.get("instances")
+        if instances is not None and (
+            not isinstance(instances, list) or not all(isinstance(i, str) for i in instances)
+        ):
+            raise ManifestError(f"{self.source}: field '{where}.instances': expected a list of instance ids")
+        return BenchmarkEntry(
+            data_hash=self.get(b, where, "data_hash", str),
+            template_version=self.get(b, where, "template_version", str),
+            scoring=self.get(b, where, "scoring", str),
+            settings=self.table(b.get("settings", {}), f"{where}.settings"),
+            instances=None if instances is None else tuple(instances),
+            template_scheme=self.get(b, where, "template_scheme", int) if "template_scheme" in b else 1,
+        )
 
     def get(self, d: Mapping[str, Any], where: str, name: str, typ: type) -> Any:
         v = d.get(name)
@@ -234,7 +271,7 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
         nb = new.benchmarks.get(name)
         if nb is None:
             continue  # a benchmark left out is just not run this time
-        if nb.template_version != ob.template_version:
+        if nb.template_version != ob.template_version and nb.template_scheme == ob.template_scheme:
             problems.append(
                 f"benchmark '{name}': template version changed from {ob.template_version!r} "
                 f"to {nb.template_version!r}"
@@ -323,26 +360,12 @@ def _diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
-    """Replace RUN_DIR/manifest.json atomically: a crash leaves the old file or the new, never a mix."""
+    """Replace RUN_DIR/manifest.json atomically: a crash leaves the old file or the new, never a mix;
+    a full disk raises DiskFullError and leaves no temporary file."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST_NAME
-    tmp = run_dir / f".{MANIFEST_NAME}.{os.getpid()}.tmp"
-    data = orjson.dumps(manifest.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(run_dir, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    atomic_write(path, orjson.dumps(manifest.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
     return path
 
 

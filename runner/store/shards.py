@@ -36,9 +36,10 @@ import anyio.to_thread
 import orjson
 
 from ifsweep.runner.store.keyindex import KeyIndex, normalized
-from ifsweep.runner.store.locks import WriterBusyError, lock_writer
+from ifsweep.runner.store.locks import WRITER_RE, WriterBusyError, lock_writer
 
 __all__ = [
+    "DISK_FULL_ADVICE",
     "SHARDS_DIR",
     "DamageReport",
     "DiskFullError",
@@ -46,6 +47,7 @@ __all__ = [
     "ShardLine",
     "WriterBusyError",
     "decode_record",
+    "disk_full",
     "encode_line",
     "parse_line",
     "record_key",
@@ -61,7 +63,6 @@ _KIND_OPEN = b',"kind":"'
 _ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
 _KEY_RE = re.compile(r"(?:[0-9a-f]{2}){8,32}")
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_WRITER_RE = re.compile(r"[A-Za-z0-9_.]{1,64}")
 _FILE_RE = re.compile(r"([A-Za-z0-9_.]{1,64})-(\d{5,})\.jsonl")
 _READ_CHUNK = 16 << 20
 # Past this much unwritten data, append() writes synchronously even when a flusher runs: backpressure
@@ -78,6 +79,20 @@ def record_key(obj: object) -> str:
 class DiskFullError(OSError):
     """The disk (or the file size limit) is full. The shard still ends on a whole line; the unwritten
     records stay buffered, so a later flush() may succeed, and a reopen resumes from what is on disk."""
+
+
+# What to do about a DiskFullError, wherever it stops a run (runner/engine/sweep.py, the CLI).
+DISK_FULL_ADVICE = "free space (or raise the limit) and run the same command again to resume"
+
+
+def disk_full(e: OSError, what: str) -> OSError:
+    """`e` as a DiskFullError saying `what` was lost when it is a full disk, quota or file size limit;
+    any other error as it is."""
+    if e.errno not in _FULL_ERRNOS:
+        return e
+    return DiskFullError(
+        e.errno, f"{what}: disk full or file size limit reached ({os.strerror(e.errno or 0)})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +384,7 @@ class RunStore:
         process loses nothing it appended, and groups only the fsyncs (a power cut loses at most
         `flush_ms` of records). Without it, records are also written in groups: faster, but a kill -9
         loses the records of the last group too."""
-        if _WRITER_RE.fullmatch(writer_id) is None:
+        if WRITER_RE.fullmatch(writer_id) is None:
             raise ValueError(f"writer_id must match [A-Za-z0-9_.]{{1,64}}, got {writer_id!r}")
         if flush_records < 1 or flush_ms <= 0 or rotate_bytes < 1024:
             raise ValueError("flush_records >= 1, flush_ms > 0 and rotate_bytes >= 1024 are required")
@@ -654,13 +669,8 @@ class RunStore:
                     os.fsync(batch.fd)
             except OSError as e:
                 os.ftruncate(batch.fd, batch.base)
-                err = e
-                if e.errno in _FULL_ERRNOS:
-                    err = DiskFullError(
-                        e.errno,
-                        f"{path}: disk full or file size limit reached ({os.strerror(e.errno or 0)}); "
-                        f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}",
-                    )
+                lost = f"{len(view)} buffered bytes not written; the shard still ends whole at {batch.base}"
+                err = disk_full(e, f"{path}: {lost}")
                 batch.failed = err
                 raise err from e
             batch.written = True

@@ -96,6 +96,9 @@ def _serve(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> i
             "prompts, answers and judge replies (the viewer has no login)",
             file=sys.stderr,
         )
+    shards = list((run_dir / "shards").glob("*.jsonl"))
+    size = sum(p.stat().st_size for p in shards) / 2**20
+    print(f"[ifsweep] reading {len(shards)} shard files ({size:.0f} MiB) of {run_dir}...", file=sys.stderr)
     try:
         state = ViewState.open(run_dir, data)
     except BaseException:

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ifsweep.runner.view.marks import Entry, disagree
+from ifsweep.runner.view.marks import Entry, outcomes
 
 __all__ = ["PAGE_SIZE", "Filters", "flags_of", "select"]
 
 PAGE_SIZE = 50
-_FLAGS = ("failed", "unparsed", "errors", "disagree")
+_FLAGS = ("failed", "unparsed", "errors", "disagree")  # in the order of marks.outcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,29 +54,24 @@ class Filters:
 
 def flags_of(entry: Entry, types: Sequence[str | None]) -> dict[str, int]:
     """Per outcome, the constraints of the pair with it under any judge (masks)."""
-    out = {"failed": 0, "unparsed": 0, "errors": 0, "disagree": disagree(entry.marks)}
-    for m in entry.marks:
-        out["failed"] |= m.failed
-        out["unparsed"] |= m.unparsed
-        out["errors"] |= m.errors
-    if any(m.status_error and not m.errors for m in entry.marks):
-        out["errors"] |= (1 << max(len(types), 1)) - 1  # a verdict in error without rows: all of it
-    return out
+    return dict(zip(_FLAGS, entry.flags(len(types)), strict=True))
 
 
 def _type_mask(types: Sequence[str | None], ctype: str) -> int:
     return sum(1 << i for i, t in enumerate(types) if t == ctype)
 
 
-def _keeps(f: Filters, entry: Entry, types: Sequence[str | None]) -> bool:
+def _keeps(f: Filters, wanted: Sequence[int], entry: Entry, types: Sequence[str | None]) -> bool:
     if f.judge:
-        entry = Entry(entry.instance_id, [m for m in entry.marks if (m.judge or "") == f.judge])
-    flags = flags_of(entry, types)
-    scope = _type_mask(types, f.ctype) if f.ctype else -1
-    wanted = [name for name in _FLAGS if getattr(f, name)]
-    if f.ctype and not wanted and scope == 0:
-        return False
-    return all(flags[name] & scope for name in wanted)
+        flags = outcomes([m for m in entry.marks if (m.judge or "") == f.judge], len(types))
+    else:
+        flags = entry.flags(len(types))
+    scope = -1
+    if f.ctype:
+        scope = _type_mask(types, f.ctype)
+        if not scope:  # no constraint of that type: neither the type alone nor a flag on it holds
+            return False
+    return all(flags[i] & scope for i in wanted)
 
 
 def select(
@@ -87,7 +82,11 @@ def select(
 ) -> list[Entry]:
     """The entries the filters keep, in the index's order. `texts_of` gives a pair's searchable texts
     (its id is always searched); without it the text filter is ignored."""
-    kept = [e for e in entries if _keeps(f, e, types_of(e.instance_id))]
+    if f.without_text().any:
+        wanted = [i for i, name in enumerate(_FLAGS) if getattr(f, name)]
+        kept = [e for e in entries if _keeps(f, wanted, e, types_of(e.instance_id))]
+    else:
+        kept = list(entries)  # no bit filter: a 100k-instance list costs one copy of its entries
     if not f.text or texts_of is None:
         return kept
     needle = f.text.casefold()

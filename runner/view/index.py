@@ -60,6 +60,7 @@ class RunIndex:
     # (benchmark, model, judge id or None for the model's own answers).
     cost: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
     judges: dict[str | None, None] = field(default_factory=dict)  # every judge a verdict names, in order
+    ctypes: dict[str, set[str]] = field(default_factory=dict)  # benchmark -> every constraint type seen
     damaged: list[DamageReport] = field(default_factory=list)
     version: int = 0  # valid lines read so far: what caches of derived views key on
     _files: list[_File] = field(default_factory=list)
@@ -143,7 +144,8 @@ class RunIndex:
                 entry.gen_key = gen_key
             self.judges.setdefault(mark.judge, None)
             if (bench, iid) not in self.types:
-                self.types[(bench, entry.instance_id)] = types_of(rec)
+                types = self.types[(bench, entry.instance_id)] = types_of(rec)
+                self.ctypes.setdefault(bench, set()).update(t for t in types if t)
         elif kind == "generation":
             if entry.gen_key is None:
                 entry.gen_key = key

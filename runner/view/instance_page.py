@@ -88,7 +88,7 @@ def _constraints(d: Detail) -> str:
     n = max([len(d.types), *(max(o, default=-1) + 1 for o in per_judge)])
     if d.instance is not None:
         n = max(n, len(d.instance.constraints))
-    heads = ["#", "type", "constraint", *(esc(v.judge) if v.judge else "verdict" for v in d.judges)]
+    heads = ["#", "type", "constraint", *(esc(v.judge) if v.judge else "verdict" for v in d.judges), ""]
     rows = []
     for i in range(n):
         con = (
@@ -99,8 +99,11 @@ def _constraints(d: Detail) -> str:
         for o in per_judge:
             outcome, source = o.get(i, ("", ""))
             cells.append(f"{_OUTCOME.get(outcome, '–')} <span class='src'>{esc(source)}</span>")
+        split = {"yes", "no"} <= {o.get(i, ("", ""))[0] for o in per_judge}
         text = f'<span class="ctext">{esc(con.text)}</span>' if con is not None else ""
-        rows.append([str(i), esc(ctype), text, *cells])
+        rows.append(
+            [str(i), esc(ctype), text, *cells, '<span class="flag">judges disagree</span>' if split else ""]
+        )
     return f'<section id="constraints"><h2>Constraints</h2>{table(heads, rows, "grid")}</section>'
 
 

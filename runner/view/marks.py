@@ -12,7 +12,7 @@ import binascii
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Entry", "Mark", "disagree", "mark_of", "raw", "types_of"]
+__all__ = ["Entry", "Mark", "disagree", "mark_of", "outcomes", "raw", "types_of"]
 
 
 class Mark(NamedTuple):
@@ -34,13 +34,20 @@ class Mark(NamedTuple):
 class Entry:
     """One (benchmark, model, instance): what the list shows, and the keys the instance page reads."""
 
-    __slots__ = ("calls", "gen_key", "instance_id", "marks")
+    __slots__ = ("_flags", "calls", "gen_key", "instance_id", "marks")
 
     def __init__(self, instance_id: str, marks: list[Mark] | None = None) -> None:
         self.instance_id = instance_id
         self.marks: list[Mark] = marks or []
         self.gen_key: bytes | None = None
         self.calls: list[bytes] = []  # the judge calls' keys, in the order they were stored
+        self._flags: tuple[int, int, int, int] | None = None
+
+    def flags(self, width: int) -> tuple[int, int, int, int]:
+        """`outcomes` of its marks, kept until a verdict changes (a list filters 100k pairs with it)."""
+        if self._flags is None:
+            self._flags = outcomes(self.marks, width)
+        return self._flags
 
     def mark(self, judge: str | None) -> Mark | None:
         for m in self.marks:
@@ -59,6 +66,7 @@ class Entry:
                 break
         else:
             self.marks.append(new)
+        self._flags = None
 
     def put_call(self, key: bytes) -> None:
         if key not in self.calls:
@@ -123,3 +131,17 @@ def disagree(marks: Sequence[Mark]) -> int:
         for b in marks[i + 1 :]:
             out |= (a.satisfied & b.failed) | (a.failed & b.satisfied)
     return out
+
+
+def outcomes(marks: Sequence[Mark], width: int) -> tuple[int, int, int, int]:
+    """(failed, unparsed, errors, disagree): the constraints of a pair with each outcome under any of
+    `marks`, as masks. A verdict in error without rows (its answer failed) counts every one of the
+    pair's `width` constraints as an error."""
+    failed = unparsed = errors = 0
+    for m in marks:
+        failed |= m.failed
+        unparsed |= m.unparsed
+        errors |= m.errors
+        if m.status_error and not m.errors:
+            errors |= (1 << max(width, 1)) - 1
+    return failed, unparsed, errors, disagree(marks)

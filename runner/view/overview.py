@@ -1,6 +1,6 @@
 """The overview: per benchmark and judge, the leaderboard with coverage, cost, errors and unparsed pairs.
 
-Two parts of different weight. The leaderboards are the reports' own figures (runner.commands.reporting
+Two parts of different weight. The leaderboards are the reports' own figures (runner.commands.rundir
 .compute over the verdict rows, read from the compacted Parquet while it is current, else from the
 shards): seconds on a large run, so the server computes them off the event loop and shows the last ones
 with the time they were read. The counts and dollars come from the index, in one pass over its pairs.
@@ -34,6 +34,7 @@ class Leaderboards:
     order: tuple[str, ...] = ()  # benchmarks in report order
     note: str = ""  # why there are none
     read_at: float = 0.0
+    took_s: float = 0.0  # how long they took to compute: a large run's are not redone every 2 s
 
 
 def leaderboards(run_dir: Path) -> Leaderboards:
@@ -48,11 +49,12 @@ def leaderboards(run_dir: Path) -> Leaderboards:
     read_at = time.time()
     rows = load_verdict_rows(run_dir)
     if rows.height == 0:
-        return Leaderboards(note="no verdicts yet", read_at=read_at)
+        return Leaderboards(note="no verdicts yet", read_at=read_at, took_s=time.time() - read_at)
     try:
         table, catalog = compute(rows)
-    except metrics.VerdictError as e:
-        return Leaderboards(note=f"metrics cannot be computed: {e}", read_at=read_at)
+    except (metrics.VerdictError, pl.exceptions.PolarsError, ValueError) as e:
+        note = f"metrics cannot be computed: {e}"
+        return Leaderboards(note=note, read_at=read_at, took_s=time.time() - read_at)
     texts: dict[tuple[str, str | None, str], tuple[str, ...]] = {}
     heads, titles = {}, {}
     benches = catalog.ordered(table.get_column("benchmark").unique().to_list())
@@ -65,7 +67,7 @@ def leaderboards(run_dir: Path) -> Leaderboards:
             mine = part.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
             for r in leaderboard(mine, catalog, bench).iter_rows(named=True):
                 texts[(bench, judge, str(r["model"]))] = tuple(value_texts(r, catalog, bench, names))
-    return Leaderboards(texts, heads, titles, tuple(benches), "", read_at)
+    return Leaderboards(texts, heads, titles, tuple(benches), "", read_at, time.time() - read_at)
 
 
 @dataclass(frozen=True, slots=True)

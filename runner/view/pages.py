@@ -138,7 +138,7 @@ def list_page(
     shown = kept[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
     head = ["instance", "constraints", *(esc(j) if j is not None else "verdict" for j in judges), "flags"]
     rows = [_list_row(index, bench, model, e, links, judges, types_of(e.instance_id)) for e in shown]
-    all_types = sorted({t for (b, _), ts in index.types.items() if b == bench for t in ts if t})
+    all_types = sorted(index.ctypes.get(bench, ()))
     pager = _pager(links, bench, model, f, page_no, pages)
     body = (
         f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"

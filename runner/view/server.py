@@ -79,11 +79,14 @@ class ViewState:
         return [j for j in self.panel if j in found] + [j for j in found if j not in self.panel] or [None]
 
     def boards_stale(self) -> bool:
-        """The shards changed since the leaderboards were read, and they are old enough to redo."""
+        """The shards changed since the leaderboards were read, and they are old enough to redo: at
+        least 2 s, and five times what they took (a large run's, read from its shards, take seconds of
+        the CPU the sweep itself is using)."""
+        wait = max(OVERVIEW_EVERY_S, 5 * self.boards.took_s)
         return (
             not self._computing
             and self.index.version != self._boards_seen
-            and time.time() - self.boards.read_at >= OVERVIEW_EVERY_S
+            and time.time() - self.boards.read_at >= wait
         )
 
     async def recompute_boards(self) -> None:
@@ -93,8 +96,10 @@ class ViewState:
         self._computing, seen = True, self.index.version
         try:
             self.boards = await anyio.to_thread.run_sync(leaderboards, self.index.run_dir)
-            self._boards_seen = seen
+        except Exception as e:  # a shard being rewritten, a disk error: say so, keep serving the records
+            self.boards = Leaderboards(note=f"metrics could not be read: {e}", read_at=time.time())
         finally:
+            self._boards_seen = seen
             self._computing = False
 
     def overview(self) -> Overview:

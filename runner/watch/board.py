@@ -80,6 +80,7 @@ class Board:
     totals: Totals
     rows: tuple[EndpointRow, ...]  # what holds the sweep back first (see `ordered`)
     batches: str = ""  # batch mode: batches submitted / running / done and their ETA, when there are any
+    coordinator: str = ""  # the coordinator's state, when the sweep has one (shown in the totals line)
 
 
 # ------------------------------------------------------------------------------------------- order
@@ -205,6 +206,12 @@ def totals_text(t: Totals) -> str:
     return " | ".join(parts)
 
 
+def head_text(board: Board) -> str:
+    """The totals line: the totals, and the coordinator's state when there is one."""
+    head = totals_text(board.totals)
+    return f"{head} | {board.coordinator}" if board.coordinator else head
+
+
 def _waits(r: EndpointRow) -> str:
     told = f"429 x{r.rate_limited}" if r.rate_limited else ""
     return ", ".join(x for x in (told, r.waits) if x)
@@ -227,7 +234,7 @@ def _short(r: EndpointRow) -> str:
 
 def plain_line(board: Board, width: int = PLAIN_WIDTH) -> str:
     """One line for logs: the totals, then at most PLAIN_ENDPOINTS endpoints that hold the sweep back."""
-    head = f"[ifsweep] {totals_text(board.totals)}"
+    head = f"[ifsweep] {head_text(board)}"
     if board.batches:
         head += f" | {board.batches}"
     busy = [r for r in board.rows if r.eta_s is None or r.eta_s > 0 or r.failing][:PLAIN_ENDPOINTS]
@@ -283,7 +290,7 @@ def table_lines(board: Board) -> list[str]:
     """The whole board as plain text: the totals, then every endpoint. For the end of a plain run and
     for `ifsweep status`."""
     batches = [board.batches] if board.batches else []
-    return [totals_text(board.totals), *batches, "", *_table(board.rows), LEARNED_NOTE]
+    return [head_text(board), *batches, "", *_table(board.rows), LEARNED_NOTE]
 
 
 LEARNED_NOTE = "* learned from the provider's headers"
@@ -295,7 +302,7 @@ def rich_board(board: Board, height: int, width: int) -> Text:
     too much for a redraw twice a second)."""
     from rich.text import Text
 
-    totals = totals_text(board.totals) + (f"\n{board.batches}" if board.batches else "")
+    totals = head_text(board) + (f"\n{board.batches}" if board.batches else "")
     totals_lines = sum(max(1, math.ceil(len(part) / max(width, 1))) for part in totals.split("\n"))
     shown, rest = fit(board.rows, max(1, height - RICH_CHROME - totals_lines))
     lines = _table([*shown, *([rest] if rest is not None else [])])

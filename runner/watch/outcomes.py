@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ifsweep.runner.store.keys import verdict_slot
+
 Group = tuple[str, str]  # (model label, benchmark label)
 Pair = tuple[str, str, str]  # (model label, benchmark label, instance id)
 
@@ -103,6 +105,7 @@ class ErrorTally:
         kind, key = rec.get("kind"), str(rec.get("key"))
         is_error = rec.get("status") == "error"
         if kind == "verdict":
+            key = verdict_slot(rec)  # one per slot, in a directory of older verdict keys too
             is_error = is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
         if not _newer_wins(self._slot(kind).get(key), is_error):
             return

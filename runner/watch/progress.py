@@ -81,6 +81,8 @@ class ProgressState:
     _efficiency: _Efficiency = field(default_factory=_Efficiency)
     # Each judge's verdicts and calls (the pipeline's JudgeCounters), by label.
     judges: Mapping[str, JudgeCounters] = field(default_factory=dict)
+    # The coordinator's state in a few words (providers/coord/redis_state.py), when there is one.
+    coordinator: Callable[[], str] | None = None
 
     def on_backoff(self, endpoint: str, message: str, wait_s: float | None, kind: str = "backoff") -> None:
         self.backoffs[endpoint] = Backoff(message, self.clock() + (wait_s or 2.0), kind)
@@ -125,6 +127,8 @@ class ProgressState:
         board = make_board(reading, lanes, settled(seen, lanes, list(use), reading.judge))
         if self.batches:
             board = dataclasses.replace(board, batches=batch_text([get() for get in self.batches.values()]))
+        if self.coordinator is not None:
+            board = dataclasses.replace(board, coordinator=self.coordinator())
         return board
 
     def reading(

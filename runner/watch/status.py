@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from ifsweep.runner.store.keys import verdict_slot
+from ifsweep.runner.store.manifest import planned_instances
 from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards, shard_files
 from ifsweep.runner.watch.board import Board, natural_key
 from ifsweep.runner.watch.eta import Outlook
@@ -166,7 +168,8 @@ def status_views(
     `ifsweep status` shows: reading a large run's shards twice would double its wait)."""
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
-    board, report = _Scan(since=now - RATE_WINDOW_S), _ReportScan(run_dir)
+    plans = planned_instances(run_dir)
+    board, report = _Scan(since=now - RATE_WINDOW_S, plans=plans), _ReportScan(run_dir)
     _read(run_dir, damaged, board, report)
     return _board(run_dir, now, board), report.report()
 
@@ -216,9 +219,10 @@ class _ReportScan:
                 if judge is not None:
                     self.judge_spent[judge] += float(cost)
             entry = (group, sl.is_error, None, judge)
-        old = self.newest.get(sl.key)
+        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
+        old = self.newest.get(key)
         if old is None or not entry[1] or old[1]:
-            self.newest[sl.key] = entry
+            self.newest[key] = entry
 
     def report(self) -> StatusReport:
         run_dir, spent, judge_spent = self.run_dir, self.spent, self.judge_spent
@@ -239,6 +243,7 @@ class _ReportScan:
         for (group, instance), by in verdicts.items():
             if not panel or panel <= by:
                 done[group].add(instance)
+        beyond = _beyond_plan(done, planned_instances(run_dir))
         planned = _planned(run_dir)
         groups = sorted(set(planned) | set(spent.groups) | set(done) | set(errors))
         rows = [
@@ -249,6 +254,7 @@ class _ReportScan:
                 "done": len(done.get((m, b), ())),
                 "errors": errors.get((m, b), 0),
                 **spent.fields((m, b)),
+                **({"beyond_plan": beyond[(m, b)]} if beyond.get((m, b)) else {}),
             }
             for m, b in groups
         ]
@@ -267,6 +273,21 @@ class _ReportScan:
         ]
         total = round(sum(self.by_writer.values()), SPEND_DECIMALS)
         return StatusReport(rows, partitions, total, self.failed.by_kind(), shared, judges)
+
+
+def _beyond_plan(
+    done: dict[tuple[str, str], set[str]], plans: dict[str, frozenset[str]]
+) -> dict[tuple[str, str], int]:
+    """Takes out of `done` the instances the newest config no longer selects (a `limit` lowered after
+    they were judged), and counts them per (model, benchmark): done never exceeds planned, and the
+    extra verdicts are reported apart."""
+    beyond: dict[tuple[str, str], int] = {}
+    for group, instances in done.items():
+        plan = plans.get(group[1])
+        if plan is not None and not instances <= plan:
+            beyond[group] = len(instances - plan)
+            instances &= plan
+    return beyond
 
 
 def _partitions(
@@ -362,11 +383,14 @@ class _Scan:
     judge_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # distinct, per judge
     # key -> (endpoint label, group, error)
     newest: dict[bytes, tuple[str, tuple[str, str], bool]] = field(default_factory=dict)
+    plans: dict[str, frozenset[str]] = field(default_factory=dict)  # instances planned, by benchmark
 
     def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
         newest = self.newest
         group = (str(rec.get("model")), str(rec.get("benchmark")))
         label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
+        if sl.kind == "verdict" and _outside(self.plans, group[1], rec):
+            return  # judged under a higher `limit`: not a pair of this plan (status lists it apart)
         if sl.kind == "verdict":
             failed = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
             label = "verdict:" + str(rec.get("judge"))
@@ -375,9 +399,10 @@ class _Scan:
             _count_call(self, label, group, sl.kind, rec, self.since, first=sl.key not in newest)
             if sl.kind == "judgment" and sl.key not in newest:
                 self.judge_calls[label] += 1
-        old = newest.get(sl.key)
+        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
+        old = newest.get(key)
         if old is None or not failed or old[2]:
-            newest[sl.key] = (label, group, failed)
+            newest[key] = (label, group, failed)
 
     def finish(self, panel: tuple[str, ...]) -> _Scan:
         """Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
@@ -395,6 +420,11 @@ class _Scan:
             g.failed = max(f for _, f in wanted)
             g.done = max(0, min(d + f for d, f in wanted) - g.failed)
         return self
+
+
+def _outside(plans: dict[str, frozenset[str]], bench: str, rec: dict[str, Any]) -> bool:
+    plan = plans.get(bench)
+    return plan is not None and str(rec.get("instance_id")) not in plan
 
 
 def _number(rec: dict[str, Any], name: str) -> float:
@@ -456,7 +486,7 @@ def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageRe
     """The board of a run directory; with the ETA while its sweep runs (an unpartitioned one)."""
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
-    scan = _Scan(since=now - RATE_WINDOW_S)
+    scan = _Scan(since=now - RATE_WINDOW_S, plans=planned_instances(run_dir))
     _read(run_dir, damaged, scan)
     return _board(run_dir, now, scan)
 
