@@ -365,3 +365,38 @@ def test_a_prompt_over_the_window_in_a_batch_is_a_context_length_error() -> None
         assert sim.stats.batch_requests == {"k1": 1}  # refused, not sent again
     assert done.status == "error" and done.error_kind == "context_length"
     assert "prompt is too long: 3751 tokens > 500 maximum" in (done.error_message or "")
+
+
+def test_results_lines_read_as_the_endpoints_output_lines() -> None:
+    from ifsweep.providers.batch.anthropic import output_line
+    from ifsweep.providers.send.fast import parse_chat_body, reply_status
+
+    usage = {
+        "input_tokens": 7,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 50,
+        "output_tokens": 9,
+    }
+    message = {"content": [{"type": "text", "text": "No."}], "stop_reason": "refusal", "usage": usage}
+    line = orjson.loads(
+        output_line(orjson.dumps({"custom_id": "k", "result": {"type": "succeeded", "message": message}}))
+    )
+    reply = parse_chat_body(orjson.dumps(line["response"]["body"]), {})
+    assert (reply.input_tokens, reply.cached_tokens, reply.cache_write_tokens, reply.output_tokens) == (
+        1057,
+        1000,
+        50,
+        9,
+    )
+    assert reply_status(reply) == "refused"
+    errored = {
+        "type": "errored",
+        "error": {"type": "error", "error": {"type": "overloaded_error", "message": "x"}},
+    }
+    assert (
+        orjson.loads(output_line(orjson.dumps({"custom_id": "k", "result": errored})))["response"][
+            "status_code"
+        ]
+        == 529
+    )
+    assert output_line(b"not json") == b"not json"  # the endpoint reports it and sends its keys again
