@@ -182,6 +182,8 @@ def test_a_request_paid_twice_without_a_kill_is_a_violation() -> None:
     # Excused only by a kill between the two bills, soon after the first: a call the kill left unsaved.
     first, again = (b["at"] for b in twice.bills)
     assert checks.paid_once(twice, [first + 0.05], 1.0) == []
+    # So is one sent during a round that hit a full disk (its result could not be written).
+    assert checks.paid_once(twice, [], 1.0, [(first - 0.01, first + 0.01)]) == []
     assert checks.paid_once(twice, [again + 0.01], 1.0) != []
 
 

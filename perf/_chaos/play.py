@@ -100,6 +100,7 @@ class Play:
         self.run_dir = work / "run"
         self.out = Outcome(s.seed)
         self.kill_times: list[float] = []
+        self.stops: list[tuple[float, float]] = []  # (start, end) of rounds on a full disk
         self.texts: list[str] = []
         self.refs: dict[Stage, tuple[Path, Ledger]] = {}
         self.roles = {served(m): "model" for m in s.models}
@@ -145,6 +146,7 @@ class Play:
         n = self.s.partitions
         parts: list[str | None] = [None] if rnd.plain or not n else [f"{i}/{n}" for i in range(n)]
         sent0 = self.sent()
+        started = time.monotonic()
         if rnd.disk_full and self.disk is not None:
             self.disk.fill(self.s.disk_full_kb * 1024)
         procs = [start_run(cfg, self.secret, p) for p in parts]
@@ -160,6 +162,8 @@ class Play:
             restart.join()
         if self.disk is not None:
             self.disk.empty()
+        if rnd.disk_full:
+            self.stops.append((started, time.monotonic()))
         codes = ",".join("kill" if p.killed else str(p.code) for p in procs)
         self.log(f"  round {self.out.rounds}: exit {codes}, {self.sent() - sent0} requests")
         return procs
@@ -281,7 +285,7 @@ class Play:
             extra = self.sent() - sent0
             v.append(f"I3: running the finished sweep again exited {again.code} and sent {extra} requests")
         window = (LATENCY_MS + JITTER_MS) / 1000 + self.s.flush_ms / 1000 + 0.5
-        v += checks.paid_once(fetch(self.sim.base_url), self.kill_times, window)
+        v += checks.paid_once(fetch(self.sim.base_url), self.kill_times, window, self.stops)
         for kind in self.s.probes:
             if kind == "reimport":
                 v += reimport(self.work / "import", self.s.seed, self.texts)
