@@ -275,11 +275,12 @@ class Play:
         v = self.out.violations
         (proc,) = self.round_checked(Round(final, plain=True))
         if proc.code != 0:
-            v.append(f"I1: the resume without faults exited {proc.code}: {proc.err.strip()[-300:]}")
+            said = [line for line in proc.err.splitlines() if "error" in line.lower()] or [proc.err.strip()]
+            v.append(f"I1: the resume without faults exited {proc.code}: {' | '.join(said)[-600:]}")
             return
         ref, _ = self.reference(final)
         v += checks.same_verdicts(self.run_dir, ref, final.judges)
-        if final.caps:  # a capped run keeps an intent per call, so even a kill's calls are counted
+        if "run" in dict(final.caps):  # every call is capped, so an intent counts even a kill's calls
             summary = records.summary(self.run_dir, None)
             v += checks.spend_reported(summary, fetch(self.sim.base_url), self.roles)
         sent0 = self.sent()
