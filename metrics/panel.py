@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ifsweep.metrics.instances import as_lazy
+from ifsweep.metrics.instances import as_lazy, streamed
 
 MAJORITY = "majority"
 ALL = "all"
@@ -28,7 +28,7 @@ def with_judge(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
 
 def judges_in(rows: pl.LazyFrame | pl.DataFrame) -> list[str | None]:
     """The judges rows carry, sorted (a null judge, rows of a run without one, first)."""
-    found = with_judge(rows).select(pl.col("judge").unique()).collect().get_column("judge")
+    found = streamed(with_judge(rows).select(pl.col("judge").unique())).get_column("judge")
     return sorted(found.to_list(), key=lambda j: (j is not None, j or ""))
 
 

@@ -1,7 +1,15 @@
 """Performance of metrics/ on a large synthetic sweep. Prints timings and ratios; not a test.
 
-    python perf/metrics_perf.py [--rows 10000000] [--models 50] [--dir DIR]
+    python perf/metrics_perf.py stream [--sizes 10e6,30e6,100e6] [--dir DIR]
+    python perf/metrics_perf.py mixed [--rows 10000000] [--models 50] [--dir DIR]
 
+`stream` (issue 25): InFoBench-shaped verdict rows in one Parquet file per size, generated in chunks;
+per size, each in a child process of its own, the bare Polars streaming scans that compute DRFR and
+coverage per model, split and constraint type, then `ifsweep metrics FILE` and `ifsweep.scores(FILE)`:
+wall time, the ratio to the bare scans, and peak RSS (getrusage RUSAGE_CHILDREN of a wrapper whose only
+child is the measured process). Targets: under 5x the bare scans, under 4 GB, flat as rows grow.
+
+`mixed`, the older figures:
 Generates verdict rows for all four benchmarks (same number of rows each), writes them as Parquet and
 JSONL, then times: every metric function from Parquet and from JSONL (target < 10 s each), bootstrap
 intervals with 1,000 resamples over 1M rows (< 30 s), every report for all models (< 5 s), and a
@@ -16,6 +24,7 @@ import os
 import resource
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -191,14 +200,158 @@ def polars_core(path: Path) -> int:
     return out.collect().height
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=10_000_000)
-    ap.add_argument("--models", type=int, default=50)
-    ap.add_argument("--boot-rows", type=int, default=1_000_000)
-    ap.add_argument("--resamples", type=int, default=1000)
-    ap.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
-    args = ap.parse_args()
+INFOBENCH_TYPES = ("Content", "Linguistic", "Style", "Format", "Number", "Content|Format", "Style|Linguistic")
+
+
+def infobench_chunk(models: int, first: int, count: int, seed: int) -> pl.DataFrame:
+    """Instances first .. first + count - 1 of every model: instance i has 2 + i % 8 decomposed
+    questions (5.5 on average, as InFoBench's 2,733 over 500), typed from INFOBENCH_TYPES, a third of
+    them in the hard split; 0.05% of rows unparsed (their instance is dropped)."""
+    rng = np.random.default_rng(seed)
+    inst = np.arange(first, first + count)
+    per = 2 + inst % 8
+    i_rep = np.repeat(inst, per)
+    c = np.concatenate([np.arange(k) for k in per])
+    parts = []
+    for m in range(models):
+        n = len(i_rep)
+        df = pl.DataFrame({"i": i_rep, "c": c, "sat": rng.random(n) < 0.95 - 0.5 * m / models})
+        parts.append(
+            df.with_columns(bad=pl.Series(rng.random(n) < 0.0005)).select(
+                pl.lit("perf").alias("run"),
+                pl.lit("infobench").alias("benchmark"),
+                pl.lit(f"model-{m:03d}").alias("model"),
+                pl.lit("judge-1").alias("judge"),
+                pl.lit("paper").alias("scoring"),
+                pl.format("ib-{}", pl.col("i")).alias("instance_id"),
+                pl.lit(None, pl.String).alias("group_id"),
+                pl.lit(None, pl.Int64).alias("level"),
+                pl.lit(None, pl.String).alias("category"),
+                pl.when(pl.col("i") % 3 == 0)
+                .then(pl.lit("Hard_Set"))
+                .otherwise(pl.lit("Easy_Set"))
+                .alias("split"),
+                pl.lit(None, pl.Int64).alias("instruction_idx"),
+                pl.col("c").alias("constraint_idx"),
+                pl.col("c")
+                .mod(len(INFOBENCH_TYPES))
+                .replace_strict(dict(enumerate(INFOBENCH_TYPES)), return_dtype=pl.String)
+                .alias("constraint_type"),
+                pl.lit(None, pl.String).alias("priority"),
+                pl.when(pl.col("bad")).then(None).otherwise(pl.col("sat")).alias("satisfied"),
+                pl.lit("judge").alias("source"),
+                pl.when(pl.col("bad")).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
+            )
+        )
+    return pl.concat(parts).cast(pl.Schema(VERDICT_SCHEMA))
+
+
+def write_infobench_shaped(rows: int, models: int, path: Path) -> int:
+    """About `rows` rows into one Parquet file, in chunks of 20,000 instances (each chunk a file,
+    then one streaming copy into `path`): memory stays that of a chunk whatever `rows`."""
+    instances = int(rows / models / 5.5)
+    parts = path.with_suffix(".parts")
+    parts.mkdir(exist_ok=True)
+    for k, first in enumerate(range(0, instances, 20_000)):
+        chunk = infobench_chunk(models, first, min(20_000, instances - first), seed=k)
+        chunk.write_parquet(parts / f"{k:05d}.parquet")
+    pl.scan_parquet(parts / "*.parquet").sink_parquet(path, row_group_size=1_000_000)
+    shutil.rmtree(parts)
+    return int(pl.scan_parquet(path).select(pl.len()).collect().item())
+
+
+def bare_scans(path: Path) -> None:
+    """The floor: DRFR per (model, split) and per (model, constraint type), and coverage per model
+    (the share of instances with every row ok), as plain Polars streaming queries over the file."""
+    lf = pl.scan_parquet(path)
+    drfr = pl.col("satisfied").sum() / pl.col("satisfied").count()
+    by_split = lf.group_by("model", "split").agg(drfr)
+    by_type = lf.group_by("model", "constraint_type").agg(drfr)
+    coverage = (
+        lf.group_by("model", "instance_id")
+        .agg((pl.col("status") == "ok").all().alias("ok"))
+        .group_by("model")
+        .agg(pl.col("ok").mean())
+    )
+    for q in (by_split, by_type, coverage):
+        q.collect(engine="streaming")
+
+
+def scores_child(path: Path) -> None:
+    import ifsweep
+
+    assert ifsweep.scores(path).height
+
+
+def scores_ci_child(path: Path) -> None:
+    import ifsweep
+
+    assert ifsweep.scores(path, ci=True).get_column("ci_low").drop_nulls().len()
+
+
+def eager_equals_child(path: Path) -> None:
+    """Today's in-memory path (the file read into a frame first) gives the streaming result exactly."""
+    lazy = metrics.compute_metrics(pl.scan_parquet(path), CATALOG)
+    eager = metrics.compute_metrics(pl.read_parquet(path), CATALOG)
+    assert lazy.equals(eager), "streaming and in-memory metrics differ"
+
+
+CHILDREN: dict[str, Callable[[Path], None]] = {
+    "bare": bare_scans,
+    "scores": scores_child,
+    "scores-ci": scores_ci_child,
+    "equal": eager_equals_child,
+}
+
+# A wrapper whose only child is the measured command: its RUSAGE_CHILDREN peak is that command's.
+_WRAPPER = (
+    "import resource, subprocess, sys, time; t = time.perf_counter(); "
+    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode; "
+    "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
+
+
+def measured(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in GB) of `cmd` run to completion in a process of its own."""
+    out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True)
+    rc, secs, kb = out.stdout.split()
+    if rc != "0":
+        raise SystemExit(f"{' '.join(cmd)}: exit {rc}")
+    return float(secs), int(kb) / 1e6
+
+
+def stream(args: argparse.Namespace) -> None:
+    work = args.dir or Path(tempfile.mkdtemp(prefix="metrics_stream_"))
+    work.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve()), "child"]
+    print(f"polars {pl.__version__}, {os.cpu_count()} cores, work dir {work}, load {_load()}")
+    print(f"{'rows':>12} {'what':<26} {'seconds':>8} {'x bare':>7} {'peak GB':>8}  load")
+    for size in (int(float(x)) for x in args.sizes.split(",")):
+        path = work / f"infobench_{size}.parquet"
+        if not path.exists():
+            t0 = time.perf_counter()
+            n = write_infobench_shaped(size, args.models, path)
+            took = time.perf_counter() - t0
+            print(f"  generated {n:,} rows in {took:.1f} s ({path.stat().st_size / 1e6:.0f} MB)")
+        os.sync()
+        runs = [("bare streaming scans", [*me, "bare", str(path)])]
+        runs += [("ifsweep metrics FILE", ["ifsweep", "metrics", str(path)])]
+        runs += [("ifsweep.scores(FILE)", [*me, "scores", str(path)])]
+        if size <= args.ci_rows:
+            runs += [("ifsweep.scores(FILE, ci=True)", [*me, "scores-ci", str(path)])]
+        bare = 0.0
+        for label, cmd in runs:
+            secs, gb = measured(cmd)
+            bare = bare or secs
+            print(f"{size:>12,} {label:<26} {secs:8.2f} {secs / bare:7.2f} {gb:8.2f}  {_load()}", flush=True)
+        if size <= 10_000_000:
+            measured([*me, "equal", str(path)])
+            print(f"{size:>12,} streaming result == in-memory result (compute_metrics over read_parquet)")
+    if args.dir is None:
+        shutil.rmtree(work)
+
+
+def mixed(args: argparse.Namespace) -> None:
     work = args.dir or Path(tempfile.mkdtemp(prefix="metrics_perf_"))
     work.mkdir(parents=True, exist_ok=True)
     r: dict[str, float] = {}
@@ -324,6 +477,32 @@ def main() -> None:
     print(f"peak RSS {peak:.2f} GB; load average (1, 5, 15 min) at the end {os.getloadavg()}")
     if args.dir is None:
         shutil.rmtree(work)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("mixed", help="all four benchmarks: every metric function, bootstrap, reports")
+    m.add_argument("--rows", type=int, default=10_000_000)
+    m.add_argument("--models", type=int, default=50)
+    m.add_argument("--boot-rows", type=int, default=1_000_000)
+    m.add_argument("--resamples", type=int, default=1000)
+    m.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
+    st = sub.add_parser("stream", help="InFoBench-shaped rows at growing sizes: time, ratio and peak RSS")
+    st.add_argument("--sizes", default="10e6,30e6,100e6", help="row counts, comma-separated")
+    st.add_argument("--models", type=int, default=50)
+    st.add_argument("--ci-rows", type=float, default=10e6, help="scores(ci=True) at this size too (0: no)")
+    st.add_argument("--dir", type=Path, default=None, help="keep (and reuse) the generated files here")
+    ch = sub.add_parser("child", help=argparse.SUPPRESS)
+    ch.add_argument("what", choices=sorted(CHILDREN))
+    ch.add_argument("path", type=Path)
+    args = ap.parse_args()
+    if args.mode == "child":
+        CHILDREN[args.what](args.path)
+    elif args.mode == "stream":
+        stream(args)
+    else:
+        mixed(args)
 
 
 if __name__ == "__main__":

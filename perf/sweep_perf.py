@@ -51,7 +51,12 @@ from ifsweep.runner.engine.process import OwnedProcess
 from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
 
 HERE = Path(__file__).resolve().parent
-FOLLOWBENCH = HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
+# The benchmark data beside the checkout, or where IFSWEEP_FOLLOWBENCH_DATA says (a worktree's copy).
+FOLLOWBENCH = Path(
+    os.environ.get(
+        "IFSWEEP_FOLLOWBENCH_DATA", HERE.parents[1] / "shared" / "benchmarks" / "FollowBench" / "data"
+    )
+)
 INSPECT_VENV = Path(tempfile.gettempdir()) / "ifsweep-inspect-venv"
 MAX_TOKENS = 128
 SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory")

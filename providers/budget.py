@@ -207,11 +207,11 @@ class Budget:
             scope.held += 1
         return Reservation(tuple(labels), amount_usd, tokens)
 
-    def settle(self, reservation: Reservation, actual_usd: float, *, worst_case: bool = False) -> float:
+    def settle(self, reservation: Reservation, actual_usd: float, *, worst_case_usd: float = 0.0) -> float:
         """Release the hold and record what the call cost (0.0 when nothing was billed), never more than
         it held: returns the part of `actual_usd` above the hold (a provider's usage above our estimate
-        of the prompt), which is not recorded. `worst_case`: the figure is the hold itself, for a call
-        whose bill is unknown (cancelled in flight), counted apart in `worst_case_usd`."""
+        of the prompt), which is not recorded. `worst_case_usd`: of `actual_usd`, the worst case charged
+        for attempts whose bill is unknown (cancelled in flight, cut off), counted apart as well."""
         if actual_usd < 0:
             raise ValueError(f"a call cannot cost {actual_usd} < 0")
         charged = min(actual_usd, reservation.amount_usd)
@@ -219,8 +219,7 @@ class Budget:
             scope.held -= reservation.parts
             scope.reserved_usd = max(0.0, scope.reserved_usd - reservation.amount_usd) if scope.held else 0.0
             scope.spent_usd += charged
-        if worst_case:
-            self.worst_case_usd += charged
+        self.worst_case_usd += min(worst_case_usd, charged)
         if self._shared is not None:
             self._shared.settle(reservation.tokens, (SWEEP_SCOPE, *reservation.labels), charged)
         if self._settled is not None:

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from aiolimiter import AsyncLimiter
@@ -416,6 +417,7 @@ class EndpointLimiter:
         left would not cover the calls already in flight, wait until the provider has refilled the
         shortfall (never longer than its announced reset). With shared allowances, what is left
         caps the shared bucket instead."""
+        headers = with_anthropic_limits(headers)
         windows: tuple[Window, Window] = ("requests", "tokens")
         for window in windows:
             limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
@@ -474,6 +476,34 @@ class EndpointLimiter:
     def _say(self, kind: EventKind, message: str, wait_s: float | None) -> None:
         if self._emit is not None:
             self._emit(ProviderEvent(kind, self.name, message, wait_s))
+
+
+def with_anthropic_limits(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """Anthropic's anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset} (as sent, or as LiteLLM
+    passes them on, prefixed llm_provider-) under the x-ratelimit-* names `observe` reads; a reset, an
+    RFC 3339 time there, becomes seconds from now. Other headers come back unchanged."""
+    if not any("anthropic-ratelimit-" in k.lower() for k in headers):
+        return headers
+    found: dict[str, str] = {}
+    for window in ("requests", "tokens"):
+        for part in ("limit", "remaining", "reset"):
+            name = f"anthropic-ratelimit-{window}-{part}"
+            value = header(headers, name) or header(headers, "llm_provider-" + name)
+            if value is not None and part == "reset":
+                value = _seconds_until(value)
+            if value is not None:
+                found[f"x-ratelimit-{part}-{window}"] = value
+    return {**headers, **found} if found else headers
+
+
+def _seconds_until(stamp: str) -> str | None:
+    try:
+        when = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return f"{max(0.0, (when - datetime.now(UTC)).total_seconds()):.3f}"
 
 
 def _int(text: str | None) -> int | None:

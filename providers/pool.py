@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 import anyio.abc
 
-from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
+from ifsweep.providers.batch.choose import NATIVE_BATCHES, batch_client
+from ifsweep.providers.batch.clients import BatchClient
 from ifsweep.providers.batch.endpoint import BatchEndpoint, BatchJournal, MemoryJournal
 from ifsweep.providers.budget import Budget, IntentLog, Reservation
 from ifsweep.providers.coord.interfaces import RateCoordinator
@@ -236,11 +237,8 @@ class ProviderPool:
         model = route.model.partition("/")[2] or route.model if route.path == "litellm" else route.model
 
         def client() -> BatchClient:
-            key = endpoint._api_key()
-            if route.path == "fast":
-                assert route.api_base is not None and key is not None
-                return OpenAIBatchClient(self._session(route.api_base), route.api_base, key)
-            return LiteLLMBatchClient(route.provider, route.api_base, key)
+            fast = route.path == "fast"
+            return batch_client(route.provider, route.api_base, endpoint._api_key(), self._session, fast=fast)
 
         batch = BatchEndpoint(
             spec,
@@ -250,7 +248,7 @@ class ProviderPool:
             journal=self._journal if self._journal is not None else MemoryJournal(),
             budget=self.budget,
             price=endpoint.price(),
-            path=route.path,
+            path="fast" if route.provider in NATIVE_BATCHES else route.path,  # our own aiohttp client
             where={
                 "model": spec.model,
                 "provider": route.provider,
@@ -461,9 +459,9 @@ class Endpoint:
             # may have been billed, so the hold is charged as the worst case it is.
             held = attempts.reservation
             if completion is None:
-                budget.settle(held, held.amount_usd, worst_case=True)
+                budget.settle(held, held.amount_usd, worst_case_usd=held.amount_usd)
             else:
-                budget.settle(held, completion.cost_usd)
+                budget.settle(held, completion.cost_usd, worst_case_usd=completion.worst_case_usd)
 
     async def _intend(self, attempts: _Attempts, key: str | None) -> None:
         """Under a cap: the durable intent of the send the newest hold covers (runner/store/intents.py)."""

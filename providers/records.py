@@ -66,12 +66,21 @@ class Price:
 
     def for_batch(self) -> Price:
         """What a call through the provider's Batch API costs: the batch prices, else half (OpenAI's,
-        Anthropic's and Gemini's discount)."""
+        Anthropic's and Gemini's discount). Cache reads and writes inside a batch get the input's
+        discount (Anthropic: they stack)."""
         inp, out = self.batch_input_per_mtok, self.batch_output_per_mtok
+        batch_in = inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT
+        ratio = batch_in / self.input_per_mtok if self.input_per_mtok > 0 else BATCH_DISCOUNT
         return Price(
-            input_per_mtok=inp if inp is not None else self.input_per_mtok * BATCH_DISCOUNT,
+            input_per_mtok=batch_in,
             output_per_mtok=out if out is not None else self.output_per_mtok * BATCH_DISCOUNT,
+            cached_input_per_mtok=_scaled(self.cached_input_per_mtok, ratio),
+            cache_write_per_mtok=_scaled(self.cache_write_per_mtok, ratio),
         )
+
+
+def _scaled(value: float | None, ratio: float) -> float | None:
+    return None if value is None else value * ratio
 
 
 def _or(value: float | None, default: float) -> float:

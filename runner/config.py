@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ifsweep.providers.batch.choose import TESTED_BATCH_PROVIDERS
 from ifsweep.providers.coord.interfaces import ENV_VAR as COORDINATOR_ENV
 from ifsweep.providers.coord.interfaces import CoordinatorSettings, parse_coordinator
 from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
@@ -331,7 +332,7 @@ def _endpoint(
         cache_dispatch=(
             _bool(path, f"{where}.cache_dispatch", t["cache_dispatch"]) if "cache_dispatch" in t else None
         ),
-        batch=_batch(path, f"{where}.batch", t.get("batch", False)),
+        batch=_batch(path, f"{where}.batch", t.get("batch", False), model),
     )
 
 
@@ -380,10 +381,22 @@ def _price(path: Path, where: str, v: Any) -> Price:
     )
 
 
-def _batch(path: Path, key: str, v: Any) -> BatchPolicy | None:
-    """`batch = true | false`, or a table of the collector's thresholds (providers/records.BatchPolicy)."""
-    if isinstance(v, bool):
-        return BatchPolicy() if v else None
+def _batch(path: Path, key: str, v: Any, model: str) -> BatchPolicy | None:
+    """`batch = true | false`, or a table of the collector's thresholds (providers/records.BatchPolicy);
+    refused for a provider whose Batch API is not tested (providers/batch/choose.py)."""
+    if v is False:
+        return None
+    provider, sep, _ = model.partition("/")
+    if not sep or provider not in TESTED_BATCH_PROVIDERS:
+        supported = ", ".join(f"{p}/..." for p in TESTED_BATCH_PROVIDERS)
+        raise ConfigError(
+            path,
+            key,
+            f"batch mode is not supported for {model!r}: its provider's Batch API is untested here "
+            f"(supported: {supported}); leave batch out to send its calls interactively",
+        )
+    if v is True:
+        return BatchPolicy()
     t = _table(path, key, v)
     _no_unknown(path, key, t, _BATCH_KEYS)
     d = BatchPolicy()

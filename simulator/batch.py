@@ -15,6 +15,7 @@ back finds its batches, as with the real service.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import random
 import time
@@ -27,6 +28,7 @@ from aiohttp import web
 
 from ifsweep.simulator.config import BatchSettings
 from ifsweep.simulator.faults import error_body
+from ifsweep.simulator.ledger import Submission, body_digest
 from ifsweep.simulator.stats import SimStats
 
 _JSON = "application/json"
@@ -74,6 +76,12 @@ class _Batch:
     failed: int = 0
     ended_at: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Its lines in the ledger, in file order: marked answered or unanswered when the batch ends.
+    submissions: list[Submission] = field(default_factory=list)
+
+    def settle(self, answered: set[str]) -> None:
+        for sub in self.submissions:
+            sub.outcome = "answered" if sub.custom_id in answered else "unanswered"
 
     def obj(self) -> dict[str, Any]:
         return {
@@ -179,15 +187,7 @@ class BatchAPI:
         if body.get("completion_window") != "24h":
             return _error(400, "completion_window must be '24h'")
         metadata = body.get("metadata")
-        settings = self._settings()
-        draw = self._rng.random()
-        fate = (
-            "failed"
-            if draw < settings.fail_rate
-            else "expired"
-            if draw < settings.fail_rate + settings.expire_rate
-            else "completed"
-        )
+        fate = draw_fate(self._rng, self._settings())
         lines = [line for line in f.data.splitlines() if line.strip()]
         ids = [_custom_id(line) for line in lines]
         why = "simulated validation failure"
@@ -207,8 +207,9 @@ class BatchAPI:
         )
         self.batches[batch.id] = batch
         self._stats.batches_created += 1
-        for custom_id in ids:
+        for custom_id, line in zip(ids, lines, strict=True):
             self._stats.batch_requests[custom_id] += 1
+            batch.submissions.append(self._stats.ledger.submit(_body_digest(line), custom_id, batch.id))
         return _ok(batch.obj())
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -228,23 +229,23 @@ class BatchAPI:
         self._advance(batch)
         if batch.status in ("validating", "in_progress"):
             batch.status, batch.ended_at, batch.completed = "cancelled", int(time.time()), 0
+            batch.settle(set())
         return _ok(batch.obj())
 
     def _advance(self, batch: _Batch) -> _Batch:
         """Bring `batch` to where its delay says it is; work it out when the delay has passed."""
         if batch.status not in ("validating", "in_progress"):
             return batch
-        delay = self._settings().delay_s
-        elapsed = time.monotonic() - batch.created
-        if elapsed < delay:
-            batch.status = "in_progress"
-            batch.completed = int(batch.total * elapsed / delay)
+        done = progress(batch.created, self._settings().delay_s, batch.total)
+        if done is not None:
+            batch.status, batch.completed = "in_progress", done
             return batch
         batch.completed = 0
         batch.ended_at = int(time.time())
         if batch.fate == "failed":
             batch.status = "failed"
             batch.errors = [{"code": "invalid_request", "message": batch.why, "line": 1}]
+            batch.settle(set())
             return batch
         self._work_out(batch)
         return batch
@@ -256,6 +257,7 @@ class BatchAPI:
             answered = int(len(lines) * self._settings().expire_done_share)
         out: list[bytes] = []
         err: list[bytes] = []
+        answered_ids: set[str] = set()
         for n, line in enumerate(lines):
             custom_id, status, payload = self._one(line, expired=n >= answered)
             record: dict[str, Any] = {"id": f"batch_req_{batch.id}_{n}", "custom_id": custom_id}
@@ -268,6 +270,7 @@ class BatchAPI:
                     "error": None,
                 }
                 out.append(orjson.dumps(record))
+                answered_ids.add(str(custom_id))
             else:
                 record |= {
                     "response": {"status_code": status, "request_id": f"req_{n}", "body": payload},
@@ -281,6 +284,7 @@ class BatchAPI:
         if err:
             batch.error_file_id = self._new_file("batch_output", "errors.jsonl", b"\n".join(err) + b"\n").id
         batch.status = "expired" if batch.fate == "expired" else "completed"
+        batch.settle(answered_ids)
 
     def _one(self, line: bytes, *, expired: bool) -> tuple[Any, int, dict[str, Any]]:
         """(custom_id, HTTP status or 0 for a request-level error, body or error object)."""
@@ -304,10 +308,35 @@ class BatchAPI:
         return custom_id, status, payload
 
 
+def draw_fate(rng: random.Random, settings: BatchSettings) -> str:
+    """What becomes of a batch, drawn once at create: "failed", "expired" or "completed"."""
+    draw = rng.random()
+    if draw < settings.fail_rate:
+        return "failed"
+    return "expired" if draw < settings.fail_rate + settings.expire_rate else "completed"
+
+
+def progress(created: float, delay_s: float, total: int) -> int | None:
+    """Requests done by now of a batch created at `created` (monotonic) that takes `delay_s`; None
+    once it is over."""
+    elapsed = time.monotonic() - created
+    return int(total * elapsed / delay_s) if elapsed < delay_s else None
+
+
 def _custom_id(line: bytes) -> str:
     with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
         return str(orjson.loads(line).get("custom_id"))
     return "None"
+
+
+def _body_digest(line: bytes) -> str:
+    """The ledger's name of a batch line's request body, as for a chat request (an unreadable line is
+    named by its own bytes)."""
+    with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+        body = orjson.loads(line).get("body")
+        if isinstance(body, dict):
+            return body_digest(body)
+    return hashlib.sha256(line).hexdigest()
 
 
 def _ok(payload: Any) -> web.Response:
@@ -318,4 +347,4 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> we
     return web.Response(status=status, body=orjson.dumps(error_body(message, kind)), content_type=_JSON)
 
 
-__all__ = ["BatchAPI"]
+__all__ = ["BatchAPI", "draw_fate", "progress"]

@@ -29,6 +29,7 @@ class FaultRates:
     length: float = 0.0  # finish_reason "length", text cut short
     content_filter: float = 0.0  # finish_reason "content_filter", content null
     refusal: float = 0.0  # "I can't help with that." with message.refusal set
+    context_length: float = 0.0  # 400 context_length_exceeded, whatever the prompt's length
 
     def __post_init__(self) -> None:
         for f in fields(self):

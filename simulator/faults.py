@@ -46,6 +46,10 @@ class FaultPicker:
         return self.rng.choice((500, 502, 503))
 
 
+# The faults that live inside a well-formed answer's body (the rest break the HTTP exchange itself).
+CONTENT_FAULTS = frozenset({"missing_usage", "null_content", "empty", "length", "content_filter", "refusal"})
+
+
 def apply_content_fault(fault: str | None, message: dict[str, Any], choice: dict[str, Any]) -> None:
     """Change a well-formed completion in place for the faults that live inside the JSON body."""
     if fault == "null_content":

@@ -75,3 +75,54 @@ class PrefixCache:
 
     def clear(self) -> None:
         self._names.clear()
+
+
+# Anthropic caches nothing shorter than this (Claude Sonnet and Opus: 1,024 tokens).
+ANTHROPIC_MIN_TOKENS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """A block marked `cache_control`: the chained name of the prompt up to and including it, and the
+    prompt tokens that prefix holds."""
+
+    name: bytes
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheUse:
+    """Prompt tokens read from the cache and written to it by one request (the rest is plain input)."""
+
+    read: int
+    written: int
+
+
+class BreakpointCache:
+    """Anthropic's prompt cache: a prefix is cached only up to a block marked `cache_control`, only from
+    ANTHROPIC_MIN_TOKENS up, and read only where a later request marks the same prefix. A request reads
+    the longest of its marked prefixes already named and writes the rest up to its last mark; names are
+    added when the request has completed (like PrefixCache, requests sent together all write)."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self._names: OrderedDict[bytes, None] = OrderedDict()
+        self._capacity = capacity
+
+    def lookup(self, marks: Sequence[Breakpoint]) -> CacheUse:
+        read = 0
+        for mark in reversed(marks):
+            if mark.name in self._names:
+                self._names.move_to_end(mark.name)
+                read = mark.tokens
+                break
+        last = marks[-1].tokens if marks else 0
+        written = last - read if last >= ANTHROPIC_MIN_TOKENS and last > read else 0
+        return CacheUse(read, written)
+
+    def store(self, marks: Sequence[Breakpoint]) -> None:
+        for mark in marks:
+            if mark.tokens >= ANTHROPIC_MIN_TOKENS:
+                self._names[mark.name] = None
+                self._names.move_to_end(mark.name)
+        while len(self._names) > self._capacity:
+            self._names.popitem(last=False)

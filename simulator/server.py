@@ -14,8 +14,6 @@ import contextlib
 import hashlib
 import random
 import signal
-import socket
-import struct
 import sys
 import threading
 import time
@@ -26,22 +24,21 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.ledger import UNBILLED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
 from ifsweep.simulator.text import ANSWER_MAX_TOKENS, answer, count_tokens, prompt_tokens
+from ifsweep.simulator.transport import JSON, deliver, reset
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
-_JSON = "application/json"
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
-_TRICKLE_CHUNKS = 25
-# Faults answered before the model runs: nothing is billed for them (every other request is, in full).
-_NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header"})
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
 
@@ -111,6 +108,7 @@ class Simulator:
             self._stats,
             config.seed,
         )
+        self.anthropic = AnthropicAPI(self, config.seed)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Simulator:
@@ -120,7 +118,9 @@ class Simulator:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
         self.batches.add_routes(app)
+        self.anthropic.add_routes(app)
         app.router.add_get("/props", self._props)
+        app.router.add_get("/sim/ledger", self._ledger)
         # No access log: its default format prints request headers (User-Agent, Referer), and a
         # client's Authorization must never reach a log. Handler cancellation lets a hung answer end
         # when its client gives up.
@@ -162,12 +162,46 @@ class Simulator:
         return f"http://{self._host}:{self.port}/v1"
 
     @property
+    def root_url(self) -> str:
+        """The server's root: the `api_base` of an Anthropic model (LiteLLM and Anthropic's own clients
+        add /v1/messages to it)."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
     def stats(self) -> SimStats:
         return self._stats
 
     @property
     def config(self) -> SimConfig:
         return self._config
+
+    @property
+    def judges(self) -> Judges:
+        return self._judges
+
+    @property
+    def rate_limits(self) -> RateLimits:
+        return self._limits
+
+    def draw_fault(self) -> tuple[str | None, int]:
+        """This request's fault, and the status of a server error (drawn now, not after the latency
+        sleep, so concurrent requests cannot reorder the seeded draws)."""
+        fault = self._faults.pick()
+        return fault, self._faults.server_status() if fault == "server_error" else 0
+
+    def note_request(self, model: str, body: Mapping[str, Any]) -> bytes:
+        """Count a parsed request; its canonical body (a count above 1 in stats.bodies is a resend)."""
+        self._stats.by_model[model] += 1
+        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        return canonical
+
+    async def wait_latency(self, model: str, canonical: bytes) -> None:
+        self._stats.enter_model(model)
+        try:
+            await self._sleep_latency(self._config, canonical)
+        finally:
+            self._stats.leave_model(model)
 
     def set_config(self, config: SimConfig) -> None:
         """Swap settings while serving. Limits restart full only when they change; the fault RNG restarts
@@ -183,7 +217,11 @@ class Simulator:
 
     # --- handlers --------------------------------------------------------------------------------------
     async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(body=b'{"status":"ok"}', content_type=_JSON)
+        return web.Response(body=b'{"status":"ok"}', content_type=JSON)
+
+    async def _ledger(self, request: web.Request) -> web.Response:
+        # What it received and billed (simulator/ledger.py): the chaos harness's independent account.
+        return web.Response(body=orjson.dumps(self._stats.ledger.snapshot()), content_type=JSON)
 
     async def _models(self, request: web.Request) -> web.Response:
         names = sorted(self._stats.by_model) or ["sim-model"]
@@ -194,7 +232,7 @@ class Simulator:
             {"id": n, "object": "model", "created": 0, "owned_by": "ifsweep-simulator", **extra}
             for n in names
         ]
-        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=_JSON)
+        return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type=JSON)
 
     async def _props(self, request: web.Request) -> web.Response:
         # llama.cpp's GET /props: the context each slot has (one slot here). Only a llama.cpp-style
@@ -203,7 +241,7 @@ class Simulator:
             return self._json(404, error_body("Not Found", "not_found_error"))
         settings = {"n_ctx": self._config.context_window or 0}
         body = {"default_generation_settings": settings, "total_slots": 1}
-        return web.Response(body=orjson.dumps(body), content_type=_JSON)
+        return web.Response(body=orjson.dumps(body), content_type=JSON)
 
     def _over_context(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
         """The 400 a server with this context window answers a prompt too long for it, or None."""
@@ -245,7 +283,7 @@ class Simulator:
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         self._stats.status_counts[status] += 1
-        return web.Response(status=status, body=orjson.dumps(payload), content_type=_JSON, headers=headers)
+        return web.Response(status=status, body=orjson.dumps(payload), content_type=JSON, headers=headers)
 
     def _limit_headers(self) -> dict[str, str]:
         return self._limits.headers() if self._config.send_ratelimit_headers else {}
@@ -256,70 +294,56 @@ class Simulator:
         except _BadRequest as exc:
             return self._json(400, error_body(str(exc), "invalid_request_error"))
         stats = self._stats
-        stats.by_model[model] += 1
-        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        canonical = self.note_request(model, body)
+        digest = body_digest(body)
+        stats.ledger.receive(digest, model)
         config = self._config
-        fault = self._faults.pick()
-        # Drawn now, not after the latency sleep, so concurrent requests cannot reorder the seeded draws.
-        error_status = self._faults.server_status() if fault == "server_error" else 0
-
+        fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
-        too_long = self._over_context(n_prompt, max_tokens)
-        if too_long is not None:
-            return too_long
-        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
-        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
-        if not admission.admitted:
-            stats.faults["limit"] += 1
-            headers = self._limit_headers()
-            if config.send_retry_after:
-                headers.update(retry_after_headers(admission.retry_after_s))
-            return self._json(
-                429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
-            )
+        refused = self._refused(n_prompt, max_tokens)
+        if refused is not None:
+            return refused
         if fault is not None:
             stats.faults[fault] += 1
         arrived = time.monotonic()
         blocks = blocks_of(prompt_text(messages), model) if config.prefix_cache else Blocks("", [])
         # Looked up on arrival, filled on completion: requests sent together all miss.
         n_cached = self._prefixes.lookup(blocks, n_prompt)
+        # Built before the latency and billed now, as a provider bills a call its client has left.
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
-        if fault not in _NEVER_RAN:
-            stats.bill(model, n_prompt, payload["usage"]["completion_tokens"])
+        if fault not in UNBILLED_FAULTS:
+            self._bill(digest, model, "chat", n_prompt, n_cached, payload)
         if fault == "missing_usage":
             del payload["usage"]
-        stats.enter_model(model)
-        try:
-            await self._sleep_latency(config, canonical)
-        finally:
-            stats.leave_model(model)
+        await self.wait_latency(model, canonical)
         early = await self._fault_without_completion(request, fault, error_status, config)
         if early is not None:
             return early
 
         self._prefixes.store(blocks)
         cache_key = body.get("prompt_cache_key")
-        stats.served(
-            Served(
-                model,
-                arrived,
-                time.monotonic(),
-                n_prompt,
-                n_cached,
-                cache_key if isinstance(cache_key, str) else None,
-            )
-        )
+        key = cache_key if isinstance(cache_key, str) else None
+        stats.served(Served(model, arrived, time.monotonic(), n_prompt, n_cached, key))
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
-        data = orjson.dumps(payload)
-        if fault == "cut_body":
-            return await _cut_body(request, data, self._limit_headers(), stats)
-        if fault == "trickle":
-            return await _trickle(request, data, self._limit_headers(), stats, canonical)
-        content_type = "text/html" if fault == "wrong_content_type" else _JSON
-        stats.status_counts[200] += 1
-        return web.Response(body=data, content_type=content_type, headers=self._limit_headers())
+        return await deliver(request, orjson.dumps(payload), self._limit_headers(), stats, fault, canonical)
+
+    def _refused(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
+        """The 400 of a prompt too long for the context window or the 429 of the rate limits, or None."""
+        too_long = self._over_context(n_prompt, max_tokens)
+        if too_long is not None:
+            return too_long
+        # Like OpenAI, the token bucket is charged what the request may use: prompt + max_tokens.
+        admission = self._limits.admit(n_prompt + (max_tokens or ANSWER_MAX_TOKENS))
+        if admission.admitted:
+            return None
+        self._stats.faults["limit"] += 1
+        headers = self._limit_headers()
+        if self._config.send_retry_after:
+            headers.update(retry_after_headers(admission.retry_after_s))
+        return self._json(
+            429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded"), headers
+        )
 
     async def _fault_without_completion(
         self, request: web.Request, fault: str | None, error_status: int, config: SimConfig
@@ -339,14 +363,21 @@ class Simulator:
                 429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
             )
         if fault == "reset":
-            return _reset(request)
+            return reset(request)
+        if fault == "context_length":
+            window = config.context_window or 4096
+            message = (
+                f"This model's maximum context length is {window} tokens. Please reduce the length of the "
+                "messages or completion. (simulated)"
+            )
+            return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
         if fault == "hang":
-            return await self._hang(request, config.hang_s)
+            return await self.hang(request)
         if fault == "malformed":
             self._stats.status_counts[200] += 1
             return web.Response(
                 body=b"upstream returned an incomplete answer\n",
-                content_type=_JSON,
+                content_type=JSON,
                 headers=self._limit_headers(),
             )
         return None
@@ -398,6 +429,11 @@ class Simulator:
         }
         return payload
 
+    def _bill(self, digest: str, model: str, via: Via, n_prompt: int, n_cached: int, payload: Any) -> None:
+        content = payload["choices"][0]["message"]["content"]
+        n_completion = count_tokens(content) if content else 0
+        self._stats.ledger.bill(digest, model, via, n_prompt, n_cached, n_completion)
+
     def _answer_one(self, raw: bytes, fault: str | None) -> tuple[int, dict[str, Any]]:
         """One request of a batch, answered as /v1/chat/completions would without latency or limits:
         (200, completion) or (status, error body) for a bad request or a drawn server error / 429."""
@@ -405,81 +441,28 @@ class Simulator:
             body, model, messages, max_tokens = _parse_request(raw)
         except _BadRequest as exc:
             return 400, error_body(str(exc), "invalid_request_error")
-        canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-        self._stats.by_model[model] += 1
-        self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        canonical = self.note_request(model, body)
         if fault is not None:
             self._stats.faults[fault] += 1
         if fault == "server_error":
             return 500, error_body("The server had an error (simulated).", "server_error")
         if fault in ("rate_limit", "rate_limit_no_header"):
             return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
-        content = (
-            fault
-            if fault in ("missing_usage", "null_content", "empty", "length", "content_filter", "refusal")
-            else None
-        )
+        content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
+        self._bill(body_digest(body), model, "batch", n_prompt, 0, payload)
         if content == "missing_usage":
             del payload["usage"]
         return 200, payload
 
-    async def _hang(self, request: web.Request, hang_s: float) -> web.StreamResponse:
+    async def hang(self, request: web.Request) -> web.StreamResponse:
+        """No answer until the client gives up or hang_s passes, then a reset."""
         # Cancelled by aiohttp when the client disconnects (handler_cancellation=True).
         assert self._closing is not None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._closing.wait(), timeout=hang_s)
-        return _reset(request)
-
-
-def _reset(request: web.Request) -> web.StreamResponse:
-    """Drop the connection with a TCP reset; aiohttp then finds the transport closed and writes nothing."""
-    transport = request.transport
-    if transport is not None:
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.abort()
-    return web.Response(status=200)
-
-
-async def _cut_body(
-    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats
-) -> web.StreamResponse:
-    """Promise the whole body in Content-Length, send half of it, then close the connection."""
-    response = web.StreamResponse(status=200, headers=headers)
-    response.content_type = _JSON
-    response.content_length = len(data)
-    stats.status_counts[200] += 1
-    await response.prepare(request)
-    await response.write(data[: len(data) // 2])
-    transport = request.transport
-    if transport is not None:
-        transport.close()  # a FIN after the flushed half: the client sees a short body
-    return response
-
-
-async def _trickle(
-    request: web.Request, data: bytes, headers: dict[str, str], stats: SimStats, canonical: bytes
-) -> web.StreamResponse:
-    """The full body, a few bytes at a time, over 2-5 s (fixed per request)."""
-    response = web.StreamResponse(status=200, headers=headers)
-    response.content_type = _JSON
-    response.content_length = len(data)
-    stats.status_counts[200] += 1
-    await response.prepare(request)
-    total_s = random.Random(b"trickle" + canonical).uniform(2.0, 5.0)
-    step = max(1, -(-len(data) // _TRICKLE_CHUNKS))
-    starts = range(0, len(data), step)
-    pause = total_s / max(1, len(starts) - 1)
-    for start in starts:
-        if start:  # no pause after the last piece: the connection would idle before its next request
-            await asyncio.sleep(pause)
-        await response.write(data[start : start + step])
-    await response.write_eof()
-    return response
+            await asyncio.wait_for(self._closing.wait(), timeout=self._config.hang_s)
+        return reset(request)
 
 
 class SimulatorThread:
@@ -540,6 +523,15 @@ class SimulatorThread:
         return self._sim.port
 
     @property
+    def root_url(self) -> str:
+        return self._sim.root_url
+
+    @property
+    def anthropic(self) -> AnthropicAPI:
+        """The Anthropic endpoints' state (read it once the client is done, like `stats`)."""
+        return self._sim.anthropic
+
+    @property
     def stats(self) -> SimStats:
         return self._sim.stats
 
@@ -593,6 +585,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hang-s", type=float, default=3600.0)
     p.add_argument("--no-prefix-cache", action="store_true", help="serve no prompt prefix from cache")
     p.add_argument("--batch-delay-s", type=float, default=0.0, help="how long a Batch API batch takes")
+    p.add_argument("--batch-fail-rate", type=float, default=0.0, help="share of batches that fail")
+    p.add_argument("--batch-expire-rate", type=float, default=0.0, help="share of batches that expire")
     p.add_argument(
         "--judge-echo",
         type=float,
@@ -626,7 +620,9 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         hang_s=args.hang_s,
         prefix_cache=not args.no_prefix_cache,
-        batch=BatchSettings(delay_s=args.batch_delay_s),
+        batch=BatchSettings(
+            delay_s=args.batch_delay_s, fail_rate=args.batch_fail_rate, expire_rate=args.batch_expire_rate
+        ),
         judge_echo=args.judge_echo,
     )
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections import Counter, deque
 from dataclasses import dataclass
 
+from ifsweep.simulator.ledger import Ledger
+
 _LOG_SIZE = 100_000  # the most recent answered requests kept in `log`
 
 
 @dataclass(frozen=True, slots=True)
 class Served:
     """One answered chat request: when it arrived and was answered (time.monotonic), its prompt tokens
-    and how many of them the prefix cache served, and the prompt_cache_key it carried."""
+    and how many of them the prefix cache served, and the prompt_cache_key it carried. Anthropic's
+    endpoints (simulator/anthropic.py) also say what was written to the cache, the output tokens and
+    whether it came in a Message Batch: what the simulated provider bills."""
 
     model: str
     arrived: float
@@ -19,6 +23,9 @@ class Served:
     prompt_tokens: int
     cached_tokens: int
     prompt_cache_key: str | None
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    batch: bool = False
 
 
 class SimStats:
@@ -45,19 +52,14 @@ class SimStats:
         self.prompt_tokens: Counter[str] = Counter()
         self.cached_tokens: Counter[str] = Counter()
         self.log: deque[Served] = deque(maxlen=_LOG_SIZE)
-        # What a real provider would bill, by model: every request that reached the model, counted when
-        # it arrives, so a client that went away (a timeout, a kill -9) is billed all the same, and a
-        # malformed, cut, hung or reset answer is billed in full (the client cannot know it was not).
-        self.billed_prompt: Counter[str] = Counter()
-        self.billed_completion: Counter[str] = Counter()
-
-    def bill(self, model: str, prompt_tokens: int, completion_tokens: int) -> None:
-        self.billed_prompt[model] += prompt_tokens
-        self.billed_completion[model] += completion_tokens
+        # What was received, billed and submitted in batches, per request body (simulator/ledger.py).
+        self.ledger = Ledger()
 
     def billed_usd(self, input_per_mtok: float, output_per_mtok: float) -> float:
-        """The bill over every model at one price (prefix-cache reads at the full input price)."""
-        tokens_in, tokens_out = sum(self.billed_prompt.values()), sum(self.billed_completion.values())
+        """The ledger's bill over every model at one price (prefix-cache reads at the full input price)."""
+        bills = self.ledger.bills
+        tokens_in = sum(b.prompt_tokens for b in bills)
+        tokens_out = sum(b.completion_tokens for b in bills)
         return (tokens_in * input_per_mtok + tokens_out * output_per_mtok) / 1e6
 
     def reset(self) -> None:
@@ -73,9 +75,8 @@ class SimStats:
         self.max_waiting_by_model = Counter(self.waiting_by_model)
         self.prompt_tokens = Counter()
         self.cached_tokens = Counter()
-        self.billed_prompt = Counter()
-        self.billed_completion = Counter()
         self.log.clear()
+        self.ledger.reset()
 
     def served(self, record: Served) -> None:
         self.prompt_tokens[record.model] += record.prompt_tokens

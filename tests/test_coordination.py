@@ -156,7 +156,9 @@ def test_settles_never_count_twice_and_a_wiped_ledger_is_rebuilt(url: str) -> No
     anyio.run(run)
 
 
-def test_holds_of_a_silent_process_expire_with_its_lease(url: str) -> None:
+def test_holds_of_a_silent_process_are_charged_when_its_lease_expires(url: str) -> None:
+    """A dead process's calls in flight may have been billed (issue 27 item 1): when its lease runs
+    out its holds become its writer's spend, never simply released."""
     sweep = secrets.token_hex(8)
 
     async def run() -> None:
@@ -168,12 +170,15 @@ def test_holds_of_a_silent_process_expire_with_its_lease(url: str) -> None:
         start = time.monotonic()
         async with anyio.create_task_group() as tg:
             tg.start_soon(b.run)  # its heartbeat makes waiting reservations look again
-            with anyio.fail_after(10):
-                await refused.reserve_when_settled([], 0.5)  # fits once a's hold is gone
+            with anyio.fail_after(10), pytest.raises(BudgetExhausted):
+                await refused.reserve_when_settled([], 0.5)  # waits for a's hold, which is then spent
+            waited = time.monotonic() - start
+            assert 0.5 < waited < 1.0 + b.beat_s + 1.0
+            snap = await b.snapshot()
+            assert a.instance not in snap["leases_ms"]
+            assert snap["spent"] == {"sweep": pytest.approx(0.9)} and snap["holds"] == {}
+            await refused.reserve_when_settled([], 0.1)  # what is left under the cap still fits
             tg.cancel_scope.cancel()
-        waited = time.monotonic() - start
-        assert 0.5 < waited < 1.0 + b.beat_s + 1.0
-        assert a.instance not in (await b.snapshot())["leases_ms"]
         await b.close()
         await a.close(timeout_s=0)
 

@@ -26,7 +26,15 @@ from ifsweep.runner.watch.pace import MIN_SPAN_S, Window
 from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.runner.watch.reading import SweepPlan, settled
 from ifsweep.runner.watch.walk import outlook, waterfill
-from ifsweep.runner.watch.workload import BenchShape, Tally, judge_per_pair, lanes_of, phase_of, token_means
+from ifsweep.runner.watch.workload import (
+    BenchShape,
+    Tally,
+    calls_per_turn,
+    judge_per_pair,
+    lanes_of,
+    phase_of,
+    token_means,
+)
 
 
 def rpm(n: float) -> Capacity:
@@ -172,6 +180,17 @@ def test_judge_calls_per_pair_learn_what_the_calls_made_allow() -> None:
     assert judge_per_pair(stopped, shapes, {"m": 2}) == {"eif": 40}
     # Within the bounds the plan holds: 2 pairs done, 2 in flight half-way
     assert judge_per_pair({("m", "eif"): Tally(10, 2, 0, 4, 240)}, shapes, {"m": 2}) == {"eif": 80}
+
+
+def test_judge_calls_per_pair_learn_the_reasks_before_any_pair_is_done() -> None:
+    # Every pair in flight, none done: half the replies unparsed, each asked again up to twice
+    shapes = {"eif": BenchShape(80.0, 1.0, 500.0, 2000.0, reask=2)}
+    t = Tally(planned=6, finished=0, gen_calls=6, judge_calls=350, unparsed=175)
+    assert calls_per_turn(0.5, 2) == 1.75 and calls_per_turn(0.0, 2) == 1 and calls_per_turn(3.0, 1) == 2
+    assert judge_per_pair({("m", "eif"): t}, shapes, {"m": 8}) == {"eif": 140}
+    assert BenchShape.from_json("s", shapes["eif"].as_json()) == shapes["eif"]
+    assert BenchShape.from_json("s", {k: 1 for k in ("judge_calls", "judge_depth", "prompt_tokens",
+                                                     "judge_prompt_tokens")}).reask == 0  # fmt: skip
 
 
 def test_a_pair_answered_but_not_judged_has_a_judge_call_to_come() -> None:

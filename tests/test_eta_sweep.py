@@ -73,6 +73,8 @@ def eta_seconds(line: str) -> float | None:
     text = totals.rsplit("ETA ", 1)[1].strip()
     if text == "unknown":
         return None
+    if text == "<1s":  # time left, under a second
+        return 0.5
     minutes, _, seconds = text.rstrip("s").rpartition("m")
     return 60 * int(minutes or 0) + int(seconds)
 

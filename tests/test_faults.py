@@ -50,6 +50,7 @@ TABLE: dict[str, Outcome | tuple[Outcome, Outcome]] = {
     "length": Outcome("truncated"),
     "content_filter": Outcome("refused"),
     "refusal": Outcome("refused"),
+    "context_length": Outcome("error", "context_length"),
 }
 
 

@@ -8,9 +8,10 @@ import pytest
 
 from ifsweep import benchmarks
 from ifsweep.runner.commands.cli import main
-from ifsweep.runner.commands.planning import DEFAULT_MAX_TOKENS, JUDGE_REPLY_LOW, estimate
+from ifsweep.runner.commands.planning import DEFAULT_MAX_TOKENS, estimate
 from ifsweep.runner.config import load_config
 from ifsweep.runner.engine.sweep import load_work
+from ifsweep.runner.watch.workload import JUDGE_REPLY_LOW
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 

@@ -18,18 +18,18 @@ from ifsweep.runner.store.shards import RunStore, record_key, scan_shards, shard
 
 RUNNER = Path(__file__).resolve().parents[1] / "runner" / "store"
 
-# The child loads runner/store/shards.py (and the index module it uses) by path, so the test does not
-# depend on
-# what runner/__init__ imports and a child starts in about 0.1 s.
+# The child loads runner/store/shards.py (and the index and lock modules it uses) by path, so the test
+# does not depend on what runner/__init__ imports and a child starts in about 0.1 s.
 PRELUDE = textwrap.dedent(
     f"""
     import importlib.util, sys
-    spec = importlib.util.spec_from_file_location(
-        "ifsweep.runner.store.keyindex", {str(RUNNER / "keyindex.py")!r}
-    )
-    keyindex = importlib.util.module_from_spec(spec)
-    sys.modules["ifsweep.runner.store.keyindex"] = keyindex
-    spec.loader.exec_module(keyindex)
+    for name in ("keyindex", "locks"):
+        spec = importlib.util.spec_from_file_location(
+            "ifsweep.runner.store." + name, {str(RUNNER)!r} + "/" + name + ".py"
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["ifsweep.runner.store." + name] = module
+        spec.loader.exec_module(module)
     spec = importlib.util.spec_from_file_location("shards_under_test", {str(RUNNER / "shards.py")!r})
     shards = importlib.util.module_from_spec(spec)
     sys.modules["shards_under_test"] = shards

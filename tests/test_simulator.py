@@ -568,6 +568,9 @@ def test_each_fault_is_reachable(name: str) -> None:
         assert (kind, value) == ("exc", "ClientPayloadError")
     elif name == "reset":
         assert kind == "exc" and value in {"ClientOSError", "ServerDisconnectedError"}
+    elif name == "context_length":
+        assert kind == "http" and value[0] == 400
+        assert body_json(result)["error"]["code"] == "context_length_exceeded"
     elif name == "wrong_content_type":
         assert value[0] == 200 and value[1] == "text/html"
         assert content_of(body_json(result))

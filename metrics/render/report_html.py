@@ -200,11 +200,8 @@ def _paired_table(paired: pl.DataFrame | None, catalog: Catalog) -> str:
     )
 
 
-def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
-    """Per benchmark a heatmap of Cohen's kappa between every two judges, the panel's statistics, and
-    the rank changes between judges."""
-    if panel is None or len(panel.judges) < 2:
-        return ""
+def _kappa_figures(panel: Agreement, catalog: Catalog) -> list[str]:
+    """Per benchmark, a heatmap of Cohen's kappa between every two judges."""
     judges = list(panel.judges)
     figures = []
     for bench in dict.fromkeys(s.benchmark for s in panel.stats):
@@ -229,6 +226,11 @@ def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
             f"{catalog.display(bench)}: Cohen's kappa", judges, judges, values, fmt="{:.2f}", tip_fmt="{:.3f}"
         )
         figures.append(f"<figure><figcaption>{esc(catalog.display(bench))}</figcaption>{chart}</figure>")
+    return figures
+
+
+def _panel_table(panel: Agreement, catalog: Catalog) -> str:
+    """The panel-wide statistics (Fleiss' kappa, Krippendorff's alpha) per benchmark."""
     rows = []
     for s in panel.stats:
         if s.constraint_type != "all" or len(s.judges) == 2:
@@ -244,7 +246,11 @@ def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
             + _cell(str(s.units), s.units)
             + "</tr>"
         )
-    panel_table = _table(["benchmark", "panel statistic", "value", "units"], rows) if rows else ""
+    return _table(["benchmark", "panel statistic", "value", "units"], rows) if rows else ""
+
+
+def _rank_table(panel: Agreement, catalog: Catalog) -> str:
+    """How each ranking moves between two judges."""
     moves = []
     for r in panel.ranks:
         tau = "–" if r.tau is None else f"{r.tau:.3f}"
@@ -258,17 +264,22 @@ def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
             + _cell(esc(", ".join(r.moved) or "–"), ", ".join(r.moved))
             + "</tr>"
         )
-    rank_table = (
-        _table(["ranking", "judges", "models", "Kendall tau-b", "largest rank change", "moved"], moves)
-        if moves
-        else '<p class="note">No model was scored by two judges.</p>'
-    )
+    if not moves:
+        return '<p class="note">No model was scored by two judges.</p>'
+    return _table(["ranking", "judges", "models", "Kendall tau-b", "largest rank change", "moved"], moves)
+
+
+def _judges_section(panel: Agreement | None, catalog: Catalog) -> str:
+    """Per benchmark a heatmap of Cohen's kappa between every two judges, the panel's statistics, and
+    the rank changes between judges."""
+    if panel is None or len(panel.judges) < 2:
+        return ""
     return (
         '<section id="judges"><h2>Judges</h2><p class="sub">How much the judges agree on each '
         "judge-decided constraint (unparsed verdicts left out), and how the ranking moves between them. "
-        f"Judges: {esc(', '.join(judges))}.</p>"
-        f'<div class="grid2">{"".join(figures)}</div>{panel_table}'
-        f"<h3>Rank changes</h3>{rank_table}</section>"
+        f"Judges: {esc(', '.join(panel.judges))}.</p>"
+        f'<div class="grid2">{"".join(_kappa_figures(panel, catalog))}</div>{_panel_table(panel, catalog)}'
+        f"<h3>Rank changes</h3>{_rank_table(panel, catalog)}</section>"
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -53,65 +54,56 @@ def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path) -> list[
     return names
 
 
-def render_markdown(
-    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path
-) -> str:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    lines = ["# ifsweep report", ""]
-    for bench in benchmarks_in(metrics, catalog):
-        board = leaderboard(metrics, catalog, bench)
-        names = [*catalog.headline(bench), "coverage"]
-        rows = [
-            [_md(r["model"]), *value_texts(r, catalog, bench, names)] for r in board.iter_rows(named=True)
-        ]
-        lines += [f"## {catalog.display(bench)}", ""]
-        lines += _table(["model", *(header(catalog, bench, m) for m in names)], rows)
-        lines.append("")
-    if analytics is not None and analytics.height:
-        lines += ["## Run analytics", ""]
-        rows = [
-            [
-                _md(r["model"]),
-                _md(r["benchmark"]),
-                f"${(r['spent_usd'] or 0):,.4f}",
-                f"{r['input_tokens'] or 0:,}",
-                f"{r['output_tokens'] or 0:,}",
-                "–" if r["cached_share"] is None else f"{r['cached_share']:.1%}",
-                f"${(r['cache_saved_usd'] or 0):,.4f}",
-                f"{r['calls'] or 0:,}",
-                f"{r['retries'] or 0:,}",
-                f"{r['rate_limited'] or 0:,}",
-                "–" if r["latency_p50_s"] is None else f"{r['latency_p50_s']:.2f}",
-                "–" if r["latency_p95_s"] is None else f"{r['latency_p95_s']:.2f}",
-                "–" if r["judge_unparsed_rate"] is None else f"{r['judge_unparsed_rate']:.1%}",
-                f"{r['empty'] or 0}/{r['truncated'] or 0}/{r['refused'] or 0}",
-                "–" if r["coverage"] is None else f"{r['coverage']:.1%}",
-            ]
-            for r in analytics.iter_rows(named=True)
-        ]
-        lines += _table(
-            [
-                "model",
-                "benchmark",
-                "spent",
-                "tokens in",
-                "tokens out",
-                "cached in",
-                "cache saved",
-                "calls",
-                "retries",
-                "429s",
-                "p50 s",
-                "p95 s",
-                "judge unparsed",
-                "empty/trunc/refused",
-                "coverage",
-            ],
-            rows,
-        )
-        lines.append("")
-    lines += ["## Charts", ""]
+_ANALYTICS_HEAD = [
+    "model",
+    "benchmark",
+    "spent",
+    "tokens in",
+    "tokens out",
+    "cached in",
+    "cache saved",
+    "calls",
+    "retries",
+    "429s",
+    "p50 s",
+    "p95 s",
+    "judge unparsed",
+    "empty/trunc/refused",
+    "coverage",
+]
+
+
+def _share(v: float | None) -> str:
+    return "–" if v is None else f"{v:.1%}"
+
+
+def _secs(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def _analytics_row(r: dict[str, Any]) -> list[str]:
+    return [
+        _md(r["model"]),
+        _md(r["benchmark"]),
+        f"${(r['spent_usd'] or 0):,.4f}",
+        f"{r['input_tokens'] or 0:,}",
+        f"{r['output_tokens'] or 0:,}",
+        _share(r["cached_share"]),
+        f"${(r['cache_saved_usd'] or 0):,.4f}",
+        f"{r['calls'] or 0:,}",
+        f"{r['retries'] or 0:,}",
+        f"{r['rate_limited'] or 0:,}",
+        _secs(r["latency_p50_s"]),
+        _secs(r["latency_p95_s"]),
+        _share(r["judge_unparsed_rate"]),
+        f"{r['empty'] or 0}/{r['truncated'] or 0}/{r['refused'] or 0}",
+        _share(r["coverage"]),
+    ]
+
+
+def _chart_lines(metrics: pl.DataFrame, catalog: Catalog, out: Path) -> list[str]:
+    """The charts section: each SVG written beside the report, then the PNGs when matplotlib is there."""
+    lines = ["## Charts", ""]
     svgs = {
         chart.file: charts.draw(metrics, catalog, bench, chart)
         for bench, chart in charts.wanted(catalog)
@@ -131,4 +123,26 @@ def render_markdown(
             "_PNG charts skipped: matplotlib is not installed (the SVG charts above need nothing)._",
             "",
         ]
-    return "\n".join(lines)
+    return lines
+
+
+def render_markdown(
+    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path
+) -> str:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = ["# ifsweep report", ""]
+    for bench in benchmarks_in(metrics, catalog):
+        board = leaderboard(metrics, catalog, bench)
+        names = [*catalog.headline(bench), "coverage"]
+        rows = [
+            [_md(r["model"]), *value_texts(r, catalog, bench, names)] for r in board.iter_rows(named=True)
+        ]
+        lines += [f"## {catalog.display(bench)}", ""]
+        lines += _table(["model", *(header(catalog, bench, m) for m in names)], rows)
+        lines.append("")
+    if analytics is not None and analytics.height:
+        lines += ["## Run analytics", ""]
+        lines += _table(_ANALYTICS_HEAD, [_analytics_row(r) for r in analytics.iter_rows(named=True)])
+        lines.append("")
+    return "\n".join(lines + _chart_lines(metrics, catalog, out))

@@ -58,12 +58,26 @@ _RETRY_KINDS: frozenset[ErrorKind] = frozenset({"rate_limit", "server", "timeout
 _AGAIN_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_failed", "rate_limit_exceeded"})
 
 
+def merge_batches(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each batch's records (in write order) merged into one, by intent, oldest batch first: later
+    records win, except that a batch once closed stays closed (a record of another writer, read
+    later, cannot reopen it)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        intent = str(rec["key"])
+        closed = merged.get(intent, {}).get("state") == "closed"
+        merged.setdefault(intent, {}).update(rec)
+        if closed:
+            merged[intent]["state"] = "closed"
+    return merged
+
+
 class BatchJournal(Protocol):
     """Where batch records go: the run's shards (runner/engine/batches.py), or memory for a library caller."""
 
     def append(self, record: Mapping[str, Any]) -> None: ...
     def sync(self) -> None: ...  # what was appended is durable when this returns
-    def answered(self, key: str) -> bool: ...  # a result for call key `key` is stored
+    def answered(self, key: str) -> bool: ...  # a result the sweep keeps (a success) is stored for `key`
     def batches(self) -> Iterable[Mapping[str, Any]]: ...  # every batch record, in write order
 
 
@@ -178,6 +192,9 @@ class BatchEndpoint:
         self._open: dict[str, _Open] = {}
         self._ended: dict[str, _Open] = {}  # over, not yet closed
         self._resumed_holds: dict[str, Reservation] = {}
+        # Keys whose result from that batch (by intent) was an error: nothing in it is worth collecting
+        # again (an error is retried by a new call), so they do not keep the batch open.
+        self._errored: dict[str, set[str]] = {}
         self._wake_collect = anyio.Event()  # a call joined the collector
         self._wake_poll = anyio.Event()  # a batch was submitted
         self._loading = False
@@ -264,7 +281,7 @@ class BatchEndpoint:
         return call.result
 
     def _worst(self, messages: Sequence[Mapping[str, str]]) -> float:
-        return self._price.cost(estimate_tokens(messages), self._max_out) if self._price else 0.0
+        return self._price.worst_case(estimate_tokens(messages), self._max_out) if self._price else 0.0
 
     def _release(self, call: _Call, cost: float) -> None:
         if call.reservation is not None:
@@ -316,18 +333,19 @@ class BatchEndpoint:
             self._loaded.set()
 
     async def _load_now(self) -> None:
-        state: dict[str, dict[str, Any]] = {}
-        for rec in self._journal.batches():
-            if rec.get("endpoint") != self.spec.label or rec.get("model") != self._where.get("model"):
-                continue
-            intent = str(rec["key"])
+        mine = [
+            r
+            for r in self._journal.batches()
+            if r.get("endpoint") == self.spec.label and r.get("model") == self._where.get("model")
+        ]
+        merged = merge_batches(mine)
+        for intent, rec in merged.items():
             keys = rec.get("custom_ids")
-            if intent not in state and isinstance(keys, list):
+            if isinstance(keys, list):
                 for k in keys:
                     self._tries[k] = self._tries.get(k, 0) + 1
                     self._latest[k] = intent
-            state.setdefault(intent, {}).update(rec)
-        for intent, rec in state.items():
+        for intent, rec in merged.items():
             if rec.get("state") == "closed":
                 continue
             batch_id = rec.get("batch_id")
@@ -347,14 +365,14 @@ class BatchEndpoint:
                 batch_id = found.id
                 self._journal.append(self._record(intent, "submitted", rec, batch_id=batch_id))
             keys = tuple(rec.get("custom_ids") or ())
-            if all(self._latest.get(k) != intent or self._journal.answered(k) for k in keys):
+            if all(self._settled(k, intent) for k in keys):
                 self._journal.append(self._record(intent, "closed", rec, batch_id=batch_id))
                 continue
             self._track(intent, batch_id, rec)
             self._submitted += 1
             per_key = float(rec.get("reserved_usd") or 0.0) / max(1, len(keys))
             for k in keys:
-                if self._latest.get(k) == intent and not self._journal.answered(k):
+                if not self._settled(k, intent):
                     self._waiting[k] = _Call(k, b"", per_key, None, resumed=True)
                     # Already committed at the provider: a cap can no longer refuse it.
                     with contextlib.suppress(BudgetExhausted):
@@ -523,6 +541,8 @@ class BatchEndpoint:
                         call.waiter.set()
                     continue
                 result = self._error(result.kind, f"{why}: {result.message}", 0.0)
+            if result.status == "error":
+                self._errored.setdefault(b.intent, set()).add(key)
             if call.resumed:
                 self._ready[key] = result  # for whoever asks for this key
                 call.waiter.set()
@@ -540,10 +560,18 @@ class BatchEndpoint:
             self._ready[call.key] = result  # paid for: whoever asks next gets it
 
     def _close_answered(self) -> None:
+        """Close each ended batch whose every key is answered by a record the sweep keeps, has moved
+        on to a later batch, or got an error from it. Only those: an older error record of a key is
+        no answer to this batch, whose result is paid for and must be collected."""
         for intent, b in list(self._ended.items()):
-            if all(self._latest.get(k) != intent or self._journal.answered(k) for k in b.keys):
+            errored = self._errored.get(intent, set())
+            if all(self._settled(k, intent) or k in errored for k in b.keys):
                 self._journal.append(self._record(intent, "closed", b.facts, batch_id=b.batch_id))
                 del self._ended[intent]
+                self._errored.pop(intent, None)
+
+    def _settled(self, key: str, intent: str) -> bool:
+        return self._latest.get(key) != intent or self._journal.answered(key)
 
     def _read_line(self, line: bytes, b: _Open) -> tuple[str | None, Completion | _Failure]:
         try:
@@ -586,7 +614,12 @@ class BatchEndpoint:
             worst = call.worst if call is not None else 0.0
             cost = worst  # no usage: charge the reservation, the only bound we have
         else:
-            cost = self._price.cost(inp, out) if self._price else 0.0
+            cost = (
+                self._price.cost(inp, out, reply.cached_tokens, reply.cache_write_tokens)
+                if self._price
+                else 0.0
+            )
+        saved = self._price.cost(inp, out) - cost if self._price and not estimated else 0.0
         return Completion(
             status=reply_status(reply),
             text=self._redact(reply.text) if reply.text else reply.text,
@@ -598,6 +631,9 @@ class BatchEndpoint:
             attempts=self._tries.get(key, 1),
             path=self.path,
             usage_estimated=estimated,
+            cached_tokens=reply.cached_tokens,
+            cache_write_tokens=reply.cache_write_tokens,
+            cache_saved_usd=saved,
         )
 
     def _error(self, kind: ErrorKind, message: str, cost: float) -> Completion:
@@ -670,4 +706,5 @@ __all__ = [
     "BatchJournal",
     "BatchProgress",
     "MemoryJournal",
+    "merge_batches",
 ]

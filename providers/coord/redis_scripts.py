@@ -17,15 +17,34 @@ from __future__ import annotations
 #   NS:total          hash scope -> sum of NS:spent over writers
 #   NS:held, NS:holds hash scope -> dollars held / number of reservations outstanding (live instances)
 #   NS:insts          set of instances that hold something
-#   NS:lease:<inst>   expires unless the instance renews it; then its holds are dropped
-#   NS:res:<inst>     hash token -> JSON ["<amount>", [scopes]] of the instance's outstanding holds
+#   NS:lease:<inst>   expires unless the instance renews it; then its holds are charged to its writer:
+#                     a dead process's calls in flight may have been billed (issue 27), so they count
+#                     as spent at their worst case, never simply released
+#   NS:res:<inst>     hash token -> JSON ["<amount>", [scopes], writer] of the instance's outstanding holds
 _LEDGER_LIB = r"""
 local function fmt(x) return string.format('%.17g', x) end
+
+-- A hold charged when its instance's lease ran out, whose instance turns out alive (it renews, restores
+-- or settles it): the charge is taken back, the call's own settlement counts instead.
+local function unexpire(ns, inst, token)
+  local key = ns .. ':charged:' .. inst
+  local payload = redis.call('HGET', key, token)
+  if not payload then return end
+  local hold = cjson.decode(payload)
+  for _, scope in ipairs(hold[2]) do
+    redis.call('HINCRBYFLOAT', ns .. ':spent', scope .. '\31' .. hold[3], '-' .. hold[1])
+    redis.call('HINCRBYFLOAT', ns .. ':total', scope, '-' .. hold[1])
+  end
+  redis.call('HDEL', key, token)
+end
 
 local function release(ns, inst, token)
   local res = ns .. ':res:' .. inst
   local payload = redis.call('HGET', res, token)
-  if not payload then return 0 end
+  if not payload then
+    unexpire(ns, inst, token)
+    return 0
+  end
   local hold = cjson.decode(payload)
   for _, scope in ipairs(hold[2]) do
     if redis.call('HINCRBY', ns .. ':holds', scope, -1) <= 0 then
@@ -40,12 +59,12 @@ local function release(ns, inst, token)
   return 1
 end
 
-local function add_hold(ns, inst, token, amount, scopes)
+local function add_hold(ns, inst, token, amount, scopes, writer)
   for _, scope in ipairs(scopes) do
     redis.call('HINCRBYFLOAT', ns .. ':held', scope, amount)
     redis.call('HINCRBY', ns .. ':holds', scope, 1)
   end
-  redis.call('HSET', ns .. ':res:' .. inst, token, cjson.encode({amount, scopes}))
+  redis.call('HSET', ns .. ':res:' .. inst, token, cjson.encode({amount, scopes, writer}))
   redis.call('SADD', ns .. ':insts', inst)
 end
 
@@ -54,9 +73,29 @@ local function drop(ns, inst)
   redis.call('SREM', ns .. ':insts', inst)
 end
 
+-- A dead instance's holds become its writer's spend (the writer's next process publishes its total
+-- from the shards, intents included, merged by maximum: the same calls, never counted twice).
+local function expire(ns, inst)
+  local res, charged = ns .. ':res:' .. inst, ns .. ':charged:' .. inst
+  for _, token in ipairs(redis.call('HKEYS', res)) do
+    local payload = redis.call('HGET', res, token)
+    local hold = cjson.decode(payload)
+    if hold[3] then
+      for _, scope in ipairs(hold[2]) do
+        redis.call('HINCRBYFLOAT', ns .. ':spent', scope .. '\31' .. hold[3], hold[1])
+        redis.call('HINCRBYFLOAT', ns .. ':total', scope, hold[1])
+      end
+      redis.call('HSET', charged, token, payload)
+      redis.call('EXPIRE', charged, 604800)
+    end
+    release(ns, inst, token)
+  end
+  redis.call('SREM', ns .. ':insts', inst)
+end
+
 local function purge(ns)
   for _, inst in ipairs(redis.call('SMEMBERS', ns .. ':insts')) do
-    if redis.call('EXISTS', ns .. ':lease:' .. inst) == 0 then drop(ns, inst) end
+    if redis.call('EXISTS', ns .. ':lease:' .. inst) == 0 then expire(ns, inst) end
   end
 end
 
@@ -78,12 +117,13 @@ end
 """
 
 # Reservations of one process, checked in order, each against every cap it names. ARGV: ns, epoch,
-# inst, lease_ms, then per reservation: token, amount, k, k (scope, cap) pairs of its capped scopes.
+# inst, lease_ms, writer, then per reservation: token, amount, k, k (scope, cap) pairs of its capped
+# scopes.
 # -> {'ok', {per reservation: {'ok'} | {'no', scope, holds outstanding in scope}}} | {'wait', ms} | {'lost'}
 RESERVE = (
     _LEDGER_LIB
     + r"""
-local ns, inst = ARGV[1], ARGV[3]
+local ns, inst, writer = ARGV[1], ARGV[3], ARGV[5]
 if redis.call('GET', ns .. ':epoch') ~= ARGV[2] then return {'lost'} end
 local grace = redis.call('PTTL', ns .. ':recovering')
 if grace > 0 then return {'wait', tostring(grace)} end
@@ -102,11 +142,11 @@ local function reserve(token, amount, first, k)
     end
     scopes[#scopes + 1] = scope
   end
-  add_hold(ns, inst, token, amount, scopes)
+  add_hold(ns, inst, token, amount, scopes, writer)
   return {'ok'}
 end
 
-local out, i = {}, 5
+local out, i = {}, 6
 while i <= #ARGV do
   local k = tonumber(ARGV[i + 2])
   out[#out + 1] = reserve(ARGV[i], ARGV[i + 1], i + 3, k)
@@ -165,7 +205,10 @@ for w, scopes in pairs(cjson.decode(ARGV[8])) do
   for scope, total in pairs(scopes) do merge(ns, scope, w, total) end
 end
 drop(ns, inst)
-for _, hold in ipairs(cjson.decode(ARGV[9])) do add_hold(ns, inst, hold[1], hold[2], hold[3]) end
+for _, hold in ipairs(cjson.decode(ARGV[9])) do
+  unexpire(ns, inst, hold[1])
+  add_hold(ns, inst, hold[1], hold[2], hold[3], writer)
+end
 redis.call('SET', ns .. ':lease:' .. inst, '1', 'PX', ARGV[5])
 touch(ns, inst, tonumber(ARGV[6]))
 local own, suffix = {}, '\31' .. writer

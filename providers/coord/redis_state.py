@@ -248,7 +248,9 @@ class RedisCoordinator:
             if self.ledger.epoch != seen_epoch:
                 return  # another task of this process has restored already
             baseline = await anyio.to_thread.run_sync(self._rescan)
-            await self.ledger.restore(grace_ms=self.grace_ms, baseline=baseline)
+            # Not adopted: the shards count this process's calls in flight at their worst case (their
+            # intents), which its holds and then its settlements count already.
+            await self.ledger.restore(grace_ms=self.grace_ms, baseline=baseline, adopt=False)
             self._say(f"coordinator {self.settings.display} had lost the ledger: rebuilt it", None)
 
     def _unreachable(self, error: Exception, wait_s: float) -> None:
@@ -281,8 +283,8 @@ class RedisCoordinator:
             await anyio.sleep(self.beat_s)
             state, totals = await self.ledger_script("BEAT", self._beat_args)
             ledger.seen(totals)
-            if state == "expired":  # this process stalled past its lease: its holds were dropped
-                await ledger.restore(grace_ms=0, baseline={})
+            if state == "expired":  # this process stalled past its lease: its holds were charged
+                await ledger.restore(grace_ms=0, baseline={}, adopt=False)
             # Holds of a dead process expire silently: let waiting reservations look again.
             ledger.notify()
 
@@ -407,7 +409,7 @@ class RedisLedger:
         c = self._c
 
         def args(epoch: str) -> list[Any]:
-            out: list[Any] = [c.ns, epoch, c.instance, c.lease_ms]
+            out: list[Any] = [c.ns, epoch, c.instance, c.lease_ms, c.writer]
             for token, amount, caps in requests:
                 out += [token, amount, len(caps) // 2, *caps]
             return out
@@ -471,9 +473,10 @@ class RedisLedger:
         """The sweep's totals as a script just returned them (what `spent` reports)."""
         self._totals = _floats(totals)
 
-    async def restore(self, *, grace_ms: int, baseline: Baseline) -> None:
+    async def restore(self, *, grace_ms: int, baseline: Baseline, adopt: bool = True) -> None:
         """Put this process's view into Redis: the baseline and its own totals (merged by maximum), its
-        outstanding holds (replacing whatever Redis had for this instance). Adopts the epoch."""
+        outstanding holds (replacing whatever Redis had for this instance). Adopts the epoch, and with
+        `adopt` (at start) what Redis says this writer spent, when that is more."""
         c = self._c
         base = {writer: {s: repr(v) for s, v in scopes.items()} for writer, scopes in baseline.items()}
         base[c.writer] = {**base.get(c.writer, {}), **{s: repr(v) for s, v in self._own.items()}}
@@ -487,7 +490,8 @@ class RedisLedger:
             ],
         )  # fmt: skip
         self.epoch = reply[0]
-        self.adopt_baseline(_floats(reply[2]))
+        if adopt:
+            self.adopt_baseline(_floats(reply[2]))
         self.seen(reply[3])
         self.notify()
 

@@ -87,11 +87,14 @@ def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:
     finish = choice.get("finish_reason")
     usage = body.get("usage")
     inp = out = None
-    cached = 0
+    cached = written = 0
     if isinstance(usage, dict):
         inp = _count(usage.get("prompt_tokens"))
         out = _count(usage.get("completion_tokens"))
         cached = cached_prompt_tokens(usage, body.get("timings"))
+        # Anthropic's cache writes, in the name LiteLLM gives them (Message Batches results are read
+        # in this shape: providers/batch/anthropic.py).
+        written = _count(usage.get("cache_creation_input_tokens")) or 0
     return Reply(
         text=content,
         finish_reason=finish if isinstance(finish, str) else None,
@@ -100,6 +103,7 @@ def parse_chat_body(raw: bytes, headers: Mapping[str, str]) -> Reply:
         output_tokens=out,
         headers=headers,
         cached_tokens=min(cached, inp) if inp is not None else 0,
+        cache_write_tokens=min(written, inp - min(cached, inp)) if inp is not None else 0,
     )
 
 

@@ -23,6 +23,8 @@ _SELF_HOSTED = frozenset({"openai", "custom_openai", "hosted_vllm"})
 # Providers that take prompt_cache_key (others may reject an unknown field).
 _CACHE_KEY_PROVIDERS = frozenset({"openai"})
 _BREAKPOINT_PROVIDERS = frozenset({"anthropic"})
+MAX_BREAKPOINTS = 4  # blocks marked cache_control Anthropic accepts in one request
+_EPHEMERAL = {"type": "ephemeral"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,30 +61,42 @@ def cache_params(provider: str, hint: CacheHint | None) -> dict[str, Any]:
 
 
 def with_breakpoint(
-    provider: str, messages: Sequence[Mapping[str, str]], hint: CacheHint | None
+    provider: str, messages: Sequence[Mapping[str, Any]], hint: CacheHint | None
 ) -> list[dict[str, Any]]:
     """`messages` with an Anthropic cache breakpoint at the end of the shared prefix (other providers:
     unchanged). The text is not altered: the message the prefix ends in becomes two text blocks whose
     concatenation is its content, the first marked `cache_control`."""
+    if hint is None or provider not in _BREAKPOINT_PROVIDERS:
+        return [dict(m) for m in messages]
+    return with_breakpoints(messages, [hint.end])
+
+
+def with_breakpoints(
+    messages: Sequence[Mapping[str, Any]], ends: Sequence[PrefixEnd]
+) -> list[dict[str, Any]]:
+    """`messages` with a cache_control breakpoint at each of `ends` (Anthropic takes at most
+    MAX_BREAKPOINTS: the longest prefixes are kept). A message holding breakpoints becomes text blocks
+    cut there, in order, whose concatenation is its content; an end at a message's start marks the
+    message before it whole. Ends in a message whose content is not a string are left out."""
     out: list[dict[str, Any]] = [dict(m) for m in messages]
-    if hint is None or provider not in _BREAKPOINT_PROVIDERS or not 0 <= hint.end.message < len(out):
-        return out
-    idx, chars = hint.end.message, hint.end.chars
-    content = out[idx].get("content")
-    if not isinstance(content, str):
-        return out
-    marker = {"type": "ephemeral"}
-    if chars <= 0:
-        # The prefix ends with the message before: mark that one whole.
-        if idx == 0:
-            return out
-        idx, chars = idx - 1, len(str(out[idx - 1].get("content") or ""))
-        content = out[idx].get("content")
-        if not isinstance(content, str):
-            return out
-    head, tail = content[:chars], content[chars:]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": head, "cache_control": marker}]
-    if tail:
-        blocks.append({"type": "text", "text": tail})
-    out[idx]["content"] = blocks
+    cuts: dict[int, set[int]] = {}
+    for end in ends:
+        idx, chars = end.message, end.chars
+        if chars <= 0 and idx > 0:  # the prefix ends with the message before: mark that one whole
+            idx, chars = idx - 1, len(str(out[idx - 1].get("content") or ""))
+        if 0 <= idx < len(out) and chars > 0 and isinstance(out[idx].get("content"), str):
+            cuts.setdefault(idx, set()).add(chars)
+    kept = sorted((i, c) for i, found in cuts.items() for c in found)[-MAX_BREAKPOINTS:]
+    for idx in {i for i, _ in kept}:
+        content: str = out[idx]["content"]
+        blocks: list[dict[str, Any]] = []
+        start = 0
+        for cut in sorted(c for i, c in kept if i == idx):
+            blocks.append(
+                {"type": "text", "text": content[start:cut], "cache_control": {"type": "ephemeral"}}
+            )
+            start = cut
+        if content[start:]:
+            blocks.append({"type": "text", "text": content[start:]})
+        out[idx]["content"] = blocks
     return out

@@ -189,7 +189,10 @@ def scores(
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
         rows: pl.DataFrame | pl.LazyFrame = source
     elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
-        rows = verdicts(source)
+        from ifsweep.runner.store.compact import scan_verdict_rows
+
+        require_run_dir(Path(source))
+        rows = scan_verdict_rows(Path(source))  # streamed from a compacted run's Parquet
         panel = panel_of(Path(source))
     else:
         paths = [source] if isinstance(source, str | os.PathLike) else list(source)

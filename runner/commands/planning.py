@@ -21,9 +21,9 @@ from ifsweep.runner.config import SweepConfig
 from ifsweep.runner.engine.pipeline import BenchJob
 from ifsweep.runner.engine.scheduler import Work
 from ifsweep.runner.engine.warmup import group_by_prefix, prefix_of
+from ifsweep.runner.watch.workload import JUDGE_REPLY_LOW, instance_load
 
 DEFAULT_MAX_TOKENS = 1024
-JUDGE_REPLY_LOW = 32  # a bare verdict list or YES/NO with a line of reasoning
 SAMPLE_INSTANCES = 24  # per benchmark, counted with the real tokenizer
 MIN_SEEN_CALLS = 5  # answers a resumed run must have seen before their mean replaces the range
 # Stands for the answer, not known yet, when finding what a task's judge prompts share.
@@ -84,31 +84,6 @@ def _price(spec: EndpointSpec) -> Price | None:
 
         price = resolve_price(spec)
     return price.for_batch() if price is not None and spec.batch is not None else price
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceLoad:
-    """What one pair will ask, read from the plan of an empty answer (the answer is not known yet)."""
-
-    prompt_tokens: int  # the generation prompt (the providers' estimate)
-    judge_calls: int
-    judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
-    judge_depth: int  # judge calls made one after another: turns of the longest task
-
-
-def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
-    """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
-    from this. A multi-turn task's earlier judge replies count as short verdicts."""
-    judge_calls = judge_tokens = depth = 0
-    for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
-        replies: tuple[str, ...] = ()
-        for t in range(len(task.turns)):
-            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
-            judge_calls += 1
-            replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
-        depth = max(depth, len(task.turns))
-    prompt = estimate_tokens([m.as_dict() for m in inst.messages])
-    return InstanceLoad(prompt, judge_calls, judge_tokens, depth)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,21 +18,24 @@ if TYPE_CHECKING:
     from ifsweep.runner.watch.status import StatusReport
 
 
-def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.DataFrame, list[str | None]]:
+def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None]]:
     """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
-    judge) and the judges they hold; UsageError for a judge the run has no verdicts of."""
+    judge), lazily (metrics stream them), and the judges they hold; UsageError for a judge the run has
+    no verdicts of."""
+    import polars as pl
+
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import load_verdict_rows
+    from ifsweep.runner.store.compact import scan_verdict_rows
 
     require_run_dir(run_dir)
-    rows = load_verdict_rows(run_dir)
-    if rows.height == 0:
+    rows = scan_verdict_rows(run_dir)
+    if metrics.streamed(rows.select(pl.len())).item() == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     try:
         chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
     except ValueError as e:
         raise UsageError(f"{run_dir}: {e}") from None
-    return chosen.collect(), judges
+    return chosen, judges
 
 
 def report(
@@ -61,7 +64,12 @@ def report(
         else:
             panel = _panel_section(run_dir, catalog)
             text = metrics.render_html(
-                table, catalog, analytics, _paired_primary(rows, catalog), judges=panel, judge=judges[0]
+                table,
+                catalog,
+                analytics,
+                _paired_primary(rows, table, catalog),
+                judges=panel,
+                judge=judges[0],
             )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -112,15 +120,16 @@ def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
     return found if len(found.judges) > 1 else None
 
 
-def _paired_primary(rows: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
-    """Model-vs-model differences on each benchmark's ranking metric: which gaps are real."""
+def _paired_primary(rows: pl.LazyFrame, table: pl.DataFrame, catalog: Catalog) -> pl.DataFrame:
+    """Model-vs-model differences on each benchmark's ranking metric (each benchmark of `table`, the
+    rows' metrics): which gaps are real."""
     import polars as pl
 
     from ifsweep import metrics
 
     parts = [
         metrics.paired_differences(rows, catalog, bench, catalog.primary(bench))
-        for bench in sorted(set(rows.get_column("benchmark").to_list()))
+        for bench in sorted(set(table.get_column("benchmark").to_list()))
         if catalog.get(bench) is not None
     ]
     return pl.concat(parts) if parts else pl.DataFrame()

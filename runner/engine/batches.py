@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ifsweep.providers.batch.endpoint import merge_batches
 from ifsweep.providers.records import BATCH_KIND
 from ifsweep.runner.store import keys
-from ifsweep.runner.store.shards import RunStore, scan_shards
+from ifsweep.runner.store.locks import writer_running
+from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, scan_shards
 
 
 @dataclass(slots=True)
@@ -34,15 +36,36 @@ class StoreJournal:
         self.store.flush()
 
     def answered(self, key: str) -> bool:
-        return self.store.get(key) is not None
+        # A record the sweep keeps: a success, never an error it will retry (issue 21 item 5). An old
+        # error taken for an answer closed an open batch unread, and its requests were bought again.
+        return self.store.done(key)
 
     def batches(self) -> Iterable[Mapping[str, Any]]:
         # Each batch endpoint reads this once, at start, for its own records: one scan serves them all.
-        # A partition polls only its own batches: the others' keys are never asked for here.
         if self._read is None:
-            own = self.store.writer_id
-            self._read = [r for r in self.store.iter_records({BATCH_KIND}) if r.get("writer") == own]
+            self._read = run_batches(self.store.run_dir, self.store.writer_id, self.store.iter_records)
         return self._read
+
+
+def run_batches(
+    run_dir: Path, writer: str, read: Callable[[set[str]], Iterable[Mapping[str, Any]]]
+) -> list[Mapping[str, Any]]:
+    """The batch records `writer` collects, in write order: the open batches of a run are the run's,
+    so besides its own it takes those begun by writers no longer running (a partition killed while
+    polling, resumed unpartitioned), never a live writer's (that one polls and pays for its own)."""
+    records = _in_write_order(read({BATCH_KIND}))
+    began: dict[str, str | None] = {}
+    for r in records:
+        began.setdefault(str(r["key"]), r.get("writer"))
+    shards = run_dir / SHARDS_DIR
+    takes = {w: w is None or w == writer or not writer_running(shards, w) for w in set(began.values())}
+    return [r for r in records if takes[began[str(r["key"])]]]
+
+
+def _in_write_order(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    # The shards are read writer by writer: a batch one writer began and another closed is put back in
+    # the order its records were written.
+    return sorted(records, key=lambda r: float(r.get("ts") or 0.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +79,14 @@ class OpenBatch:
     batch_id: str | None  # None: created perhaps, its answer never recorded
     requests: int
     state: str
+    record: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # merged records
 
 
 def open_batches(run_dir: Path) -> list[OpenBatch]:
     """Batches of `run_dir` not yet closed, oldest first (read from the shards only)."""
-    latest: dict[str, dict[str, Any]] = {}
-    for sl in scan_shards(run_dir, kinds=(BATCH_KIND,)):
-        rec = sl.record()
-        latest.setdefault(str(rec["key"]), {}).update(rec)
+    records = _in_write_order(sl.record() for sl in scan_shards(run_dir, kinds=(BATCH_KIND,)))
     out = []
-    for intent, rec in latest.items():
+    for intent, rec in merge_batches(records).items():
         if rec.get("state") == "closed":
             continue
         out.append(
@@ -79,48 +100,87 @@ def open_batches(run_dir: Path) -> list[OpenBatch]:
                 batch_id=rec.get("batch_id"),
                 requests=len(rec.get("custom_ids") or ()),
                 state=str(rec.get("state")),
+                record=rec,
             )
         )
     return out
 
 
 async def show_batches(run_dir: Path, cancel: bool) -> int:
-    """Print the open batches of `run_dir` with their status at the provider; cancel them if asked."""
+    """Print the open batches of `run_dir` with their status at the provider; cancel them if asked,
+    and record each cancel in the run's shards, so that a run with `batch` off may go on."""
     import aiohttp
-
-    from ifsweep.providers.batch.clients import BatchClient, LiteLLMBatchClient, OpenAIBatchClient
-    from ifsweep.providers.send.fast import DUMMY_KEY, FAST_PROVIDERS
 
     found = open_batches(run_dir)
     if not found:
         print(f"{run_dir}: no open batches")
         return 0
     failures = 0
-    async with aiohttp.ClientSession() as session:
-        for b in found:
-            if b.batch_id is None:
+    store = RunStore.open(run_dir, writer_id="batches") if cancel else None
+    try:
+        async with aiohttp.ClientSession() as session:
+            for b in found:
+                failures += not await _show_one(b, _client(session, b), store)
+    finally:
+        if store is not None:
+            store.close()
+    if cancel:
+        print("cancelled; the next `ifsweep run` collects their finished requests and sends the rest again")
+    return 1 if failures else 0
+
+
+def _client(session: Any, b: OpenBatch) -> Any:
+    from ifsweep.providers.batch.choose import batch_client
+    from ifsweep.providers.send.fast import FAST_PROVIDERS
+
+    key = os.environ.get(b.api_key_env) if b.api_key_env else None
+    return batch_client(b.provider, b.api_base, key, lambda _: session, fast=b.provider in FAST_PROVIDERS)
+
+
+async def _show_one(b: OpenBatch, client: Any, store: RunStore | None) -> bool:
+    """One batch's status (cancelled first when `store` is given, to record it in); False when the
+    provider could not be asked."""
+    batch_id = b.batch_id
+    try:
+        if batch_id is None:
+            if store is None:
                 print(
                     f"{b.endpoint}: a batch of {b.requests} requests whose creation was never confirmed; "
                     "`ifsweep run` looks it up at the provider"
                 )
-                continue
-            key = os.environ.get(b.api_key_env) if b.api_key_env else None
-            client: BatchClient
-            if b.provider in FAST_PROVIDERS and b.api_base:
-                client = OpenAIBatchClient(session, b.api_base, key or DUMMY_KEY)
-            else:
-                client = LiteLLMBatchClient(b.provider, b.api_base, key)
-            try:
-                info = await (client.cancel(b.batch_id) if cancel else client.retrieve(b.batch_id))
-            except Exception as e:
-                failures += 1
-                print(f"{b.endpoint}: {b.batch_id}: cannot reach the provider: {e}", file=sys.stderr)
-                continue
-            done = f"{info.completed + info.failed}/{info.total or b.requests}"
-            print(f"{b.endpoint}: {b.batch_id}: {info.status} ({done} requests)")
-    if cancel:
-        print("cancelled; the next `ifsweep run` collects their finished requests and sends the rest again")
-    return 1 if failures else 0
+                return True
+            file_id = b.record.get("input_file_id")
+            listed = await client.listing()
+            info = next(
+                (
+                    i
+                    for i in listed
+                    if i.input_file_id == file_id or i.metadata.get("ifsweep_intent") == b.intent
+                ),
+                None,
+            )
+            if info is None:
+                _note(store, b, "closed", reason="never created")
+                print(f"{b.endpoint}: a batch of {b.requests} requests that was never created: closed")
+                return True
+            batch_id = info.id
+        info = await (client.cancel(batch_id) if store is not None else client.retrieve(batch_id))
+    except Exception as e:
+        print(f"{b.endpoint}: {batch_id or b.intent}: cannot reach the provider: {e}", file=sys.stderr)
+        return False
+    if store is not None:
+        _note(store, b, "cancelled", batch_id=batch_id)
+    done = f"{info.completed + info.failed}/{info.total or b.requests}"
+    print(f"{b.endpoint}: {batch_id}: {info.status} ({done} requests)")
+    return True
+
+
+def _note(store: RunStore, b: OpenBatch, state: str, **extra: Any) -> None:
+    """A record of what this command did to batch `b`, carrying the batch's facts like every other."""
+    import time
+
+    store.append({**b.record, "state": state, "writer": store.writer_id, "ts": time.time(), **extra})
+    store.flush()
 
 
 __all__ = ["OpenBatch", "StoreJournal", "open_batches", "show_batches"]

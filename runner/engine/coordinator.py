@@ -20,34 +20,30 @@ import orjson
 from ifsweep.providers.budget import SWEEP_SCOPE
 from ifsweep.providers.coord.interfaces import CoordinatorError, CoordinatorSettings
 from ifsweep.providers.limits import ProviderEvent
+from ifsweep.runner.store.intents import SPEND_KINDS, SpendScan
 from ifsweep.runner.store.shards import scan_shards, shard_files
 
 if TYPE_CHECKING:
     from ifsweep.providers.coord.redis_state import RedisCoordinator
 
-__all__ = ["SWEEP_ID_NAME", "join", "record_spend", "spend_by_writer", "sweep_id"]
+__all__ = ["SWEEP_ID_NAME", "join", "spend_by_writer", "sweep_id"]
 
 SWEEP_ID_NAME = "coordination.json"
 
 
-def record_spend(rec: Mapping[str, Any]) -> tuple[str | None, float]:
-    """(label, dollars) a stored call record was charged to: its judge for a judgment, else its model."""
-    label = rec.get("judge") if rec.get("kind") == "judgment" else rec.get("model")
-    return (str(label) if label is not None else None), float(rec.get("cost_usd") or 0.0)
-
-
 def spend_by_writer(run_dir: Path) -> dict[str, dict[str, float]]:
     """{writer: {scope: dollars}} over every stored call record (superseded errors too: they were paid
-    for); scope "sweep" is the writer's total."""
+    for) and the worst case of every intent without a result (runner/store/intents.py); scope "sweep"
+    is the writer's total."""
     writers = [writer for writer, _, _ in shard_files(run_dir)]
-    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for sl in scan_shards(run_dir, kinds=("generation", "judgment")):
-        label, cost = record_spend(sl.record())
-        scopes = out[writers[sl.file_no]]
-        scopes[SWEEP_SCOPE] += cost
-        if label is not None:
-            scopes[label] += cost
-    return {writer: dict(scopes) for writer, scopes in out.items()}
+    scans: dict[str, SpendScan] = defaultdict(SpendScan)
+    for sl in scan_shards(run_dir, kinds=SPEND_KINDS):
+        scans[writers[sl.file_no]].add(sl.record())
+    out = {}
+    for writer, scan in scans.items():
+        scan.finish()
+        out[writer] = {SWEEP_SCOPE: scan.total, **scan.by}
+    return out
 
 
 def totals(baseline: Mapping[str, Mapping[str, float]]) -> tuple[float, dict[str, float]]:

@@ -23,7 +23,6 @@ from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.config import ConfigError, SweepConfig
 from ifsweep.runner.engine.coordinator import join as join_coordinator
-from ifsweep.runner.engine.coordinator import record_spend
 from ifsweep.runner.engine.coordinator import totals as spend_totals
 from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.engine.scheduler import (
@@ -38,7 +37,9 @@ from ifsweep.runner.engine.scheduler import (
     run_models,
     worker_cap,
 )
+from ifsweep.runner.store.intents import INTENT, SPEND_KINDS, SpendScan, StoreIntents
 from ifsweep.runner.store.keys import endpoint_identity, older_slots
+from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import (
     TEMPLATE_SCHEME,
     BenchmarkEntry,
@@ -77,6 +78,9 @@ class SweepResult:
     errors: int
     spent_usd: float
     message: str = ""
+    # Of spent_usd, the worst case charged for calls whose bill is unknown (cut off, cancelled or killed
+    # in flight: the provider may have billed them); the rest was reported by the providers.
+    worst_case_usd: float = 0.0
     # Pairs that ended in error, by why: an answer's error kind ("context_length", "timeout", ...) or
     # "judge:KIND" when a judge call failed. A sweep with any is "failed" (exit 1): run it again to retry.
     errors_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -172,15 +176,11 @@ async def run_sweep(
     program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
     settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was
     stored is flushed, the summary says "interrupted", and running it again resumes."""
-    from ifsweep.runner.store.shards import RunStore
-
     if process is not None:
         process.prepare()
-    run_dir = cfg.run.output_dir
-    older = prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before anything is appended
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
-    store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+    lock, store, older = _open_run(cfg, work, writer_id, retry, shared=partition is not None)
     run = _Run(cfg, work, store, writer_id, retry, process, started=time.time())
     if older:  # once per directory: its verdicts under keys of the older scheme, by slot
         run.older_slots = older_slots(store.iter_records({"verdict"}))
@@ -199,8 +199,77 @@ async def run_sweep(
         if run.coordinator is not None:
             with anyio.CancelScope(shield=True):
                 await run.coordinator.close()  # a no-op if closed above; else its holds go at once
-        with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
-            store.close()
+        try:
+            with contextlib.suppress(DiskFullError):  # reported above; the next run redoes what was lost
+                store.close()
+        finally:
+            os.close(lock)
+
+
+def _open_run(
+    cfg: SweepConfig, work: Work, writer_id: str, retry: bool, *, shared: bool
+) -> tuple[int, Any, bool]:
+    """The run lock (exclusive for a plain run, shared among partitions), then the manifest, then the
+    store: a second run on the directory is refused before it writes anything. The flag: the
+    directory was written before verdict keys named slots (`prepare_run_dir`)."""
+    from ifsweep.runner.store.shards import SHARDS_DIR, RunStore
+
+    run_dir = cfg.run.output_dir
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
+        ) from None
+    lock = lock_run(run_dir, shared=shared, shards_dir=run_dir / SHARDS_DIR)
+    store = None
+    try:
+        older = prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before any append
+        store = RunStore.open(run_dir, writer_id=writer_id, flush_ms=cfg.run.flush_ms, retry_errors=retry)
+        check_batches_off(cfg, store)
+    except BaseException:
+        try:
+            if store is not None:
+                store.close()
+        finally:
+            os.close(lock)
+        raise
+    return lock, store, older
+
+
+def check_batches_off(cfg: SweepConfig, store: Any) -> None:
+    """Refuse (ConfigError, exit 2) an endpoint whose `batch` is off while batches of its calls are
+    open at the provider: sending those calls interactively would pay for them twice."""
+    off = {s.label for s in specs_of(cfg) if s.batch is None}
+    if not store.batch_records or not off:
+        return  # no batch was ever submitted here: no scan
+    from ifsweep.runner.engine.batches import open_batches
+
+    left = [b for b in open_batches(store.run_dir) if b.endpoint in off and b.state != "cancelled"]
+    if not left:
+        return
+    label = left[0].endpoint
+    mine = [b for b in left if b.endpoint == label]
+    n, requests = len(mine), sum(b.requests for b in mine)
+    raise ConfigError(
+        cfg.path,
+        _batch_key(cfg, label),
+        f"off, but {n} Batch API batch{'es' if n != 1 else ''} of '{label}' ({requests} requests) "
+        f"{'are' if n != 1 else 'is'} still open at the provider, and sending those calls again would pay "
+        f"for them twice. Either set `batch = true` again (the run collects them), or cancel them with "
+        f"`ifsweep batches {store.run_dir} --cancel` (requests they already finished are then sent and "
+        "paid again)",
+    )
+
+
+def _batch_key(cfg: SweepConfig, label: str) -> str:
+    """Where `label`'s batch setting lives in the config file."""
+    for i, spec in enumerate(cfg.models):
+        if spec.label == label:
+            return f"models[{i}].batch"
+    if "judge" in cfg.raw:
+        return "judge.batch"
+    return f"judges[{[s.label for s in cfg.judges].index(label)}].batch"
 
 
 @dataclass(eq=False, slots=True)
@@ -254,12 +323,10 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     cfg = run.cfg
     tally = SpendTally()
     shared_at = None
-    if cfg.run.coordinator is None:
-        spent = _already_spent(run.store, tally)
-    else:
+    spent = _already_spent(run.store, tally)
+    if cfg.run.coordinator is not None:
         run.coordinator, baseline = await join_coordinator(cfg.run.coordinator, run.run_dir, run.writer_id)
-        spent = spend_totals(baseline)
-        _already_spent(run.store, tally)
+        spent.total, spent.by = spend_totals(baseline)
         shared_at = run.coordinator.settings.display
     run.store.on_append = tally.add
     budget = _budget(cfg, spent, run.coordinator)
@@ -299,6 +366,7 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
         global_concurrency=cfg.run.concurrency,
         coordinator=run.coordinator,
         journal=StoreJournal(run.store),
+        intents=StoreIntents(run.store),
     ) as pool:
         judges = [pool.caller(s) for s in cfg.judges]
         endpoints = [pool.caller(s) for s in cfg.models]
@@ -396,7 +464,7 @@ async def _finish(run: _Run, books: _Books, ended: _Ended) -> SweepResult:
         status, message = "failed", _describe(e)
     if run.coordinator is not None and not await run.coordinator.close():
         print("[ifsweep] coordinator unreachable at exit: the last spend is not shared", file=sys.stderr)
-    result = _result(status, counters, books.budget.spent_usd, message)
+    result = _result(status, counters, books.budget, message)
     if errors:
         by_kind = _errors_by_kind(run.store, cfg, run.work, books.keep)
         told = errors_message(errors, by_kind)
@@ -543,32 +611,29 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def _budget(cfg: SweepConfig, spent: tuple[float, dict[str, float]], coordinator: Any) -> Any:
+def _budget(cfg: SweepConfig, spent: SpendScan, coordinator: Any) -> Any:
     """The sweep's Budget with a scope per model (and the judge), starting from what was spent."""
     from ifsweep.providers.budget import Budget
 
-    spent_total, spent_by = spent
     budget = Budget(
-        cfg.run.max_usd, spent_usd=spent_total, shared=coordinator.ledger if coordinator else None
+        cfg.run.max_usd, spent_usd=spent.total, shared=coordinator.ledger if coordinator else None
     )
+    budget.worst_case_usd = spent.worst_case
     for spec in specs_of(cfg):
-        budget.add_scope(spec.label, spec.max_usd, spent_usd=spent_by.get(spec.label, 0.0))
+        budget.add_scope(spec.label, spec.max_usd, spent_usd=spent.by.get(spec.label, 0.0))
     return budget
 
 
-def _already_spent(store: Any, tally: SpendTally) -> tuple[float, dict[str, float]]:
-    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent; each
-    record also goes into `tally` (the summary's per-(model, benchmark) spend)."""
-    total = 0.0
-    by: dict[str, float] = {}
-    # Every stored call was paid for, superseded error records included.
-    for rec in store.iter_records({"generation", "judgment"}):
-        tally.add(rec)
-        label, cost = record_spend(rec)
-        total += cost
-        if label is not None:
-            by[label] = by.get(label, 0.0) + cost
-    return total, by
+def _already_spent(store: Any, tally: SpendTally) -> SpendScan:
+    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent, calls a
+    kill cut off included (their intents, at their worst case); each call record also goes into
+    `tally` (the summary's per-(model, benchmark) spend)."""
+    scan = SpendScan()
+    for rec in store.iter_records(SPEND_KINDS):
+        if rec["kind"] != INTENT:
+            tally.add(rec)
+        scan.add(rec)
+    return scan.finish()
 
 
 def _note_cancelled(run: _Run, books: _Books) -> None:
@@ -576,7 +641,7 @@ def _note_cancelled(run: _Run, books: _Books) -> None:
     message = "cancelled; run the same sweep again to resume"
     try:
         run.store.flush()
-        result = _result("interrupted", books.counters, books.budget.spent_usd, message)
+        result = _result("interrupted", books.counters, books.budget, message)
         write_summary(
             run.run_dir,
             result.status,
@@ -592,14 +657,15 @@ def _note_cancelled(run: _Run, books: _Books) -> None:
 
 
 def _result(
-    status: SweepStatus, counters: dict[tuple[str, str], Counters], spent: float, message: str
+    status: SweepStatus, counters: dict[tuple[str, str], Counters], budget: Any, message: str
 ) -> SweepResult:
     return SweepResult(
         status=status,
         planned=sum(c.planned for c in counters.values()),
         done=sum(c.done for c in counters.values()),
         errors=sum(c.errors for c in counters.values()),
-        spent_usd=spent,
+        spent_usd=budget.spent_usd,
+        worst_case_usd=budget.worst_case_usd,
         message=message,
         rescored=sum(c.rescored for c in counters.values()),
     )
@@ -608,7 +674,7 @@ def _result(
 async def _write_summary_every(run: _Run, books: _Books, trim: Callable[[], None] | None) -> None:
     while True:
         await anyio.sleep(SUMMARY_EVERY_S)
-        result = _result("complete", books.counters, books.budget.spent_usd, "")
+        result = _result("complete", books.counters, books.budget, "")
         data = summary_bytes(
             "running", result, books.counters, books.tally, run.started, books.state, books.shared_at
         )
@@ -659,6 +725,10 @@ def summary_bytes(
         "errors_by_kind": dict(result.errors_by_kind),
         "rescored": result.rescored,
         "spent_usd": result.spent_usd,
+        # Of spent_usd: what providers reported (or we estimated from an answer), and the worst case
+        # charged for calls whose bill is unknown (cut off, cancelled or killed in flight).
+        "paid_usd": max(0.0, result.spent_usd - result.worst_case_usd),
+        "worst_case_usd": result.worst_case_usd,
         "started_at": started,
         "updated_at": time.time(),
         "by_model": [

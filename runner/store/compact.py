@@ -33,6 +33,7 @@ __all__ = [
     "latest_lines",
     "load_call_records",
     "load_verdict_rows",
+    "scan_verdict_rows",
 ]
 
 COMPACT_DIR = "compact"
@@ -213,11 +214,18 @@ def _fresh(run_dir: Path, run: str) -> bool:
 
 def load_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.DataFrame:
     """Verdict rows (VERDICT_COLUMNS), newest verdict per key; from Parquet when it is current."""
+    return scan_verdict_rows(run_dir, run=run).collect()
+
+
+def scan_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.LazyFrame:
+    """`load_verdict_rows` as a lazy plan: over a current Parquet file a scan, so metrics stream it
+    in batches whatever its size (`ifsweep compact` first, for a run too large to hold); otherwise the
+    newest verdicts read from the shards."""
     run_dir = Path(run_dir)
     name = run or _run_name(run_dir)
     if _fresh(run_dir, name):
-        return pl.read_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
-    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name)
+        return pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
+    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name).lazy()
 
 
 def load_call_records(run_dir: Path) -> pl.DataFrame:

@@ -157,9 +157,7 @@ class Manifest:
                 jid: r.model(raw, f"judges.{jid}")
                 for jid, raw in r.table(top.get("judges"), "judges").items()
             }
-            order = top.get("judge_order", [])
-            if not isinstance(order, list) or not all(isinstance(j, str) for j in order):
-                raise ManifestError(f"{source}: field 'judge_order': expected a list of judge ids")
+            order = r.ids(top, "judge_order")
         else:
             # Written before judge panels: one judge, recorded without its id (so no panel is named:
             # readers take the judge its verdicts carry).
@@ -169,9 +167,6 @@ class Manifest:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)):
             raise ManifestError(f"{source}: field 'budget_usd': expected a number or null, got {budget!r}")
         limits = r.table(top.get("limits", {}), "limits")
-        model_order = top.get("model_order", [])  # absent from manifests written before it was kept
-        if not isinstance(model_order, list) or not all(isinstance(m, str) for m in model_order):
-            raise ManifestError(f"{source}: field 'model_order': expected a list of model ids")
         return cls(
             ifsweep_version=r.get(top, "", "ifsweep_version", str),
             config_hash=r.get(top, "", "config_hash", str),
@@ -183,7 +178,7 @@ class Manifest:
             schema=schema,
             judges=judges,
             judge_order=tuple(order),
-            model_order=tuple(model_order),
+            model_order=tuple(r.ids(top, "model_order")),  # absent where written before it was kept
         )
 
 
@@ -205,6 +200,13 @@ class _Reader:
         if not isinstance(v, typ) or isinstance(v, bool) != (typ is bool):
             path = f"{where}.{name}" if where else name
             raise ManifestError(f"{self.source}: field '{path}': expected {typ.__name__}, got {v!r}")
+        return v
+
+    def ids(self, d: Mapping[str, Any], name: str) -> list[str]:
+        """A list of config ids (empty when the field is absent)."""
+        v = d.get(name, [])
+        if not isinstance(v, list) or not all(isinstance(i, str) for i in v):
+            raise ManifestError(f"{self.source}: field '{name}': expected a list of ids, got {v!r}")
         return v
 
     def model(self, raw: object, where: str) -> ModelEntry:

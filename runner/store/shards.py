@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import binascii
 import errno
-import fcntl
 import hashlib
 import os
 import re
@@ -37,6 +36,7 @@ import anyio.to_thread
 import orjson
 
 from ifsweep.runner.store.keyindex import KeyIndex, normalized
+from ifsweep.runner.store.locks import WriterBusyError, lock_writer
 
 __all__ = [
     "SHARDS_DIR",
@@ -78,10 +78,6 @@ def record_key(obj: object) -> str:
 class DiskFullError(OSError):
     """The disk (or the file size limit) is full. The shard still ends on a whole line; the unwritten
     records stay buffered, so a later flush() may succeed, and a reopen resumes from what is on disk."""
-
-
-class WriterBusyError(RuntimeError):
-    """Another live process already writes shards under this writer id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +194,7 @@ class _Located:
     keys: bytearray = field(default_factory=bytearray)
     locs: array[int] = field(default_factory=lambda: array("Q"))
     metas: array[int] = field(default_factory=lambda: array("I"))
+    batches: int = 0  # lines of kind "batch" (batch mode's journal)
 
 
 def _chunks(path: Path, end: _FileEnd) -> Iterator[tuple[int, list[bytes]]]:
@@ -255,6 +252,8 @@ def _scan_file(
                     add_key(key if len(key) == 16 else normalized(key))
                     add_loc(file_bits | off)
                     add_meta(n << 1 | is_error)
+                    if kind_end - kend == 15 and line.startswith(b"batch", kend + 10):
+                        located.batches += 1
                 end.good_end = off + n
                 end.good_lines = line_no
             else:
@@ -347,6 +346,7 @@ class RunStore:
     _closed: bool = False
     write_through: bool = True
     _unsynced: bool = False
+    batch_records: int = 0  # batch mode's journal lines found at open: any batch ever submitted
     # Told of every record this writer appends (the sweep's spend tally, runner/watch/outcomes.py).
     on_append: Callable[[Mapping[str, Any]], None] | None = None
 
@@ -387,16 +387,7 @@ class RunStore:
 
     def _take_lock(self, path: Path) -> None:
         # flock, unlike O_EXCL, is released by the kernel when the holder dies, even by kill -9.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise WriterBusyError(
-                f"{path}: another live process writes this run as '{self.writer_id}'; "
-                "use a different writer id (partitions do) or wait for it to finish"
-            ) from None
-        self._lock_fd = fd
+        self._lock_fd = lock_writer(path, self.writer_id)
 
     def _load(self) -> None:
         own_last: tuple[int, Path, _FileEnd] | None = None
@@ -413,6 +404,7 @@ class RunStore:
                     self._truncate_tail(path, end)
                 own_last = (file_no, path, end)
         self._index.load(located.keys, located.locs, located.metas)
+        self.batch_records = located.batches
         del located
         if own_last is not None and own_last[2].good_end < self.rotate_bytes:
             self._cur_no = own_last[0]
@@ -521,6 +513,13 @@ class RunStore:
                 self._full.set()
         if len(self._buf) > _HARD_BUFFER_BYTES:
             self.flush()
+
+    def append_now(self, record: Mapping[str, Any]) -> None:
+        """Append and hand to the kernel at once whatever the mode, for a record that must outlive a
+        kill -9 of this process before the caller goes on (an intent, runner/store/intents.py)."""
+        self.append(record)
+        if not self.write_through:
+            self._write_now()
 
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""

@@ -17,7 +17,7 @@ from ifsweep.benchmarks import Benchmark, Instance, Message
 from ifsweep.runner.store.keys import generation_key, judge_key
 from ifsweep.runner.store.manifest import Manifest
 from ifsweep.runner.view.index import RunIndex
-from ifsweep.runner.view.marks import Call, Entry
+from ifsweep.runner.view.marks import Entry
 from ifsweep.runner.view.sources import InstanceSource
 
 __all__ = ["Detail", "JudgeView", "Turn", "instance_detail"]
@@ -74,11 +74,12 @@ def instance_detail(
     inst, found = source.instance(benchmark, instance_id)
     manifest = source.manifest
     proven = inst is not None and gen is not None and _gen_proven(manifest, model, inst, str(gen.get("key")))
+    calls = [r for r in (index.record(k) for k in entry.calls) if r is not None]
     judges = [m.judge for m in entry.marks]
-    judges += [c.judge for c in entry.calls if c.judge not in judges]
+    judges += list(dict.fromkeys(str(c.get("judge")) for c in calls if c.get("judge") not in judges))
     order = [j for j in panel if j in judges] + [j for j in judges if j not in panel]
     views = tuple(
-        _judge_view(index, entry, j, gen, inst if proven else None, found.bench, manifest, benchmark)
+        _judge_view(index, entry, j, calls, gen, inst if proven else None, found.bench, manifest, benchmark)
         for j in order
     )
     others = tuple(m for (b, m), group in index.groups.items() if b == benchmark and instance_id in group)
@@ -118,6 +119,7 @@ def _judge_view(
     index: RunIndex,
     entry: Entry,
     judge: str | None,
+    calls: Sequence[Mapping[str, Any]],
     gen: Mapping[str, Any] | None,
     inst: Instance | None,
     bench: Benchmark | None,
@@ -137,18 +139,19 @@ def _judge_view(
             return index.record(key)
 
         turns = _rebuilt(bench, inst, str(gen.get("text") or ""), scoring, int(reask), spec, read)
+    # Calls the rebuilt conversation does not account for (no data, or not this conversation): as stored.
     shown = {str(t.record.get("key")) for t in turns}
-    rest = sorted(
-        (c for c in entry.calls if c.judge == judge and c.key.hex() not in shown),
-        key=lambda c: (c.task_idx, c.turn_idx, c.ask),
-    )
-    turns += [t for t in (_stored(index, c) for c in rest) if t is not None]
+    rest = [_stored(c) for c in calls if c.get("judge") == judge and c.get("key") not in shown]
+    turns += sorted(rest, key=lambda t: (t.task_idx, t.turn_idx, t.ask))
     return JudgeView(judge, verdict, tuple(turns))
 
 
-def _stored(index: RunIndex, call: Call) -> Turn | None:
-    rec = index.record(call.key)
-    return None if rec is None else Turn(call.task_idx, call.turn_idx, call.ask, rec, None)
+def _stored(rec: Mapping[str, Any]) -> Turn:
+    def at(name: str) -> int:
+        v = rec.get(name)
+        return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+    return Turn(at("task_idx"), at("turn_idx"), at("ask"), rec, None)
 
 
 def _rebuilt(

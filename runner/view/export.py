@@ -19,7 +19,7 @@ from ifsweep.runner.view.html import AnchorLinks, anchor, esc, link, page, table
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.instance_page import instance_body
 from ifsweep.runner.view.marks import Entry
-from ifsweep.runner.view.overview import overview
+from ifsweep.runner.view.overview import leaderboards, overview
 from ifsweep.runner.view.pages import marks_cell, overview_body
 from ifsweep.runner.view.sources import InstanceSource
 
@@ -61,7 +61,7 @@ def choose(index: RunIndex, sel: Selection) -> list[Chosen]:
             return index.types.get((bench, iid), ())
 
         def texts_of(e: Entry) -> Iterable[str]:
-            return searchable(index.record(k) for k in [e.gen_key, *(c.key for c in e.calls)] if k)
+            return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
 
         if sel.filters.any:
             kept = {id(e) for e in select(group.values(), types_of, sel.filters, texts_of)}
@@ -91,8 +91,8 @@ def export_html(
         included=frozenset((c.bench, c.model, c.entry.instance_id) for c in chosen),
         groups=frozenset((c.bench, c.model) for c in chosen),
     )
-    ov = overview(index, panel)
-    judges = [j for j in panel if j in index.judges()] + [j for j in index.judges() if j not in panel]
+    ov = overview(index, leaderboards(index.run_dir), panel)
+    judges = [j for j in panel if j in index.judges] + [j for j in index.judges if j not in panel]
     judges = judges or [None]
     groups: dict[tuple[str, str], list[Chosen]] = {}
     for c in chosen:

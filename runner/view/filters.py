@@ -59,7 +59,7 @@ def flags_of(entry: Entry, types: Sequence[str | None]) -> dict[str, int]:
         out["failed"] |= m.failed
         out["unparsed"] |= m.unparsed
         out["errors"] |= m.errors
-    if any(m.status == "error" and not m.errors for m in entry.marks):
+    if any(m.status_error and not m.errors for m in entry.marks):
         out["errors"] |= (1 << max(len(types), 1)) - 1  # a verdict in error without rows: all of it
     return out
 

@@ -2,29 +2,31 @@
 
 Built in one pass over every writer's shards, then kept current by reading only the bytes each shard
 has grown by since (a live sweep appends while the viewer runs). Texts are never held: the key index
-(runner.store.keyindex, about 40 bytes a record) says where each record lives, and a page reads the few
-it shows back with `pread`, re-verifying their checksums. Precedence is the store's own: newest record
-per key, except that an error never replaces a success (KeyIndex.put decides, for every record).
+(runner.store.keyindex, about 40 bytes a record, filled in one vectorized load per pass) says where each
+record lives, and a page reads the few it shows back with `pread`, re-verifying their checksums.
+Precedence is the store's own: the newest record per key, except that an error never replaces a success.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ifsweep.runner.store.keyindex import KeyIndex
+import orjson
+
+from ifsweep.runner.store.keyindex import KeyIndex, normalized
 from ifsweep.runner.store.shards import DamageReport, decode_record, parse_line, shard_files
-from ifsweep.runner.view.marks import Call, Entry, mark_of, raw
-from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally
+from ifsweep.runner.view.marks import Entry, mark_of, raw, types_of
 
 __all__ = ["RunIndex"]
 
 _CHUNK = 16 << 20
-_KINDS = frozenset({"generation", "judgment", "verdict"})
+_OFF_BITS = 40  # KeyIndex's packing: the file number above a 40-bit offset
 Group = tuple[str, str]  # (benchmark label, model label)
 
 
@@ -37,6 +39,15 @@ class _File:
 
 
 @dataclass(eq=False, slots=True)
+class _Batch:
+    """The keys and locations of the lines one refresh read, for one KeyIndex.load."""
+
+    keys: bytearray = field(default_factory=bytearray)
+    locs: array[int] = field(default_factory=lambda: array("Q"))
+    metas: array[int] = field(default_factory=lambda: array("I"))
+
+
+@dataclass(eq=False, slots=True)
 class RunIndex:
     """Per (benchmark, model), the instances in first-seen order, with their verdict marks and keys."""
 
@@ -45,9 +56,10 @@ class RunIndex:
     groups: dict[Group, dict[str, Entry]] = field(default_factory=dict)
     # (benchmark, instance id) -> the constraint type of each constraint index (from verdict rows)
     types: dict[tuple[str, str], tuple[str | None, ...]] = field(default_factory=dict)
-    # Dollars per (model, benchmark): generations under None, each judge's calls under its id.
-    spend: dict[str | None, SpendTally] = field(default_factory=dict)
-    errors: ErrorTally = field(default_factory=ErrorTally)
+    # Dollars of every call record ever written (retried errors too: they were paid), per
+    # (benchmark, model, judge id or None for the model's own answers).
+    cost: dict[tuple[str, str, str | None], float] = field(default_factory=dict)
+    judges: dict[str | None, None] = field(default_factory=dict)  # every judge a verdict names, in order
     damaged: list[DamageReport] = field(default_factory=list)
     version: int = 0  # valid lines read so far: what caches of derived views key on
     _files: list[_File] = field(default_factory=list)
@@ -63,6 +75,7 @@ class RunIndex:
     def refresh(self) -> int:
         """Read what the shards gained since the last call; returns the number of new valid lines."""
         before = self.version
+        batch = _Batch()
         for _, _, path in shard_files(self.run_dir):
             f = self._by_path.get(path)
             if f is None:
@@ -76,55 +89,66 @@ class RunIndex:
                 f.offset = min(f.good_end, size)
             if size > f.offset:
                 for off, line in _lines(f):
-                    self._add(f, off, line)
+                    self._add(f, off, line, batch)
+        self._locate(batch)
         return self.version - before
 
-    def _add(self, f: _File, off: int, line: bytes) -> None:
+    def _locate(self, batch: _Batch) -> None:
+        """Many new lines in one vectorized load; a few (a live sweep's latest) one by one, since a load
+        rebuilds the whole table."""
+        n = len(batch.locs)
+        if n > len(self.keys) // 8:
+            self.keys.load(batch.keys, batch.locs, batch.metas)
+            return
+        for i in range(n):
+            loc, meta = batch.locs[i], batch.metas[i]
+            key = bytes(batch.keys[16 * i : 16 * i + 16])
+            self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
+
+    def _add(self, f: _File, off: int, line: bytes, batch: _Batch) -> None:
         head = parse_line(line)
         if type(head) is not tuple:
             self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
             return
         key, kind, is_error = head
-        f.good_end = off + len(line) + 1
+        n = len(line) + 1
+        f.good_end = off + n
         self.version += 1
-        kept = self.keys.put(key, f.file_no, off, len(line) + 1, is_error)
-        if kind not in _KINDS:
-            return
-        rec = decode_record(line)
-        self.errors.add(rec)
-        if kind != "verdict":
-            judge = rec.get("judge") if kind == "judgment" else None
-            self.spend.setdefault(None if judge is None else str(judge), SpendTally()).add(rec)
-        if kept:
-            self._attach(kind, rec, key)
+        batch.keys += normalized(key)
+        batch.locs.append(f.file_no << _OFF_BITS | off)
+        batch.metas.append(n << 1 | is_error)
+        if kind in ("generation", "judgment", "verdict"):
+            self._attach(kind, decode_record(line), key)
 
     def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
         bench, model = str(rec.get("benchmark")), str(rec.get("model"))
-        iid = sys.intern(str(rec.get("instance_id")))
+        if kind != "verdict":
+            judge = rec.get("judge") if kind == "judgment" else None
+            slot = (bench, model, None if judge is None else str(judge))
+            cost = rec.get("cost_usd")
+            if type(cost) is float or type(cost) is int:
+                self.cost[slot] = self.cost.get(slot, 0.0) + cost
         group = self.groups.get((bench, model))
         if group is None:
             group = self.groups[(bench, model)] = {}
+        iid = str(rec.get("instance_id"))
         entry = group.get(iid)
         if entry is None:
-            entry = group[iid] = Entry(iid)
+            entry = group[sys.intern(iid)] = Entry(sys.intern(iid))
         if kind == "verdict":
-            mark, types = mark_of(rec)
+            mark = mark_of(rec)
             entry.put_mark(mark)
-            if len(types) >= len(self.types.get((bench, iid), ())):
-                self.types[(bench, iid)] = types
+            gen_key = raw(rec.get("gen_key"))
+            if gen_key and gen_key != entry.gen_key:  # the generation this verdict judged
+                entry.gen_key = gen_key
+            self.judges.setdefault(mark.judge, None)
+            if (bench, iid) not in self.types:
+                self.types[(bench, entry.instance_id)] = types_of(rec)
         elif kind == "generation":
             if entry.gen_key is None:
                 entry.gen_key = key
         else:
-            entry.put_call(
-                Call(
-                    judge=str(rec.get("judge")),
-                    task_idx=_int(rec.get("task_idx")),
-                    turn_idx=_int(rec.get("turn_idx")),
-                    ask=_int(rec.get("ask")),
-                    key=key,
-                )
-            )
+            entry.put_call(key)
 
     # ---------------------------------------------------------------------------------------- reads
 
@@ -144,16 +168,10 @@ class RunIndex:
         head = parse_line(line)
         if type(head) is not tuple or head[0] != key:
             raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
-        return decode_record(line)
-
-    def judges(self) -> list[str | None]:
-        """Every judge some verdict names, in first-seen order."""
-        seen: dict[str | None, None] = {}
-        for group in self.groups.values():
-            for entry in group.values():
-                for m in entry.marks:
-                    seen.setdefault(m.judge, None)
-        return list(seen)
+        try:
+            return decode_record(line)
+        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
+            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -182,7 +200,3 @@ def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
                 off += len(line) + 1
             f.offset = off
             rest = data[end + 1 :]
-
-
-def _int(v: object) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else -1

@@ -3,56 +3,44 @@ and are read back by offset when a page shows them).
 
 A verdict becomes a `Mark`: one bit per constraint for each outcome (satisfied, failed, unparsed, error),
 so the list's filters and the judges' disagreement are bit operations over a few hundred thousand pairs.
+A pair's judge calls are kept as their keys alone: the instance page reads each record for the rest.
 """
 
 from __future__ import annotations
 
 import binascii
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Call", "Entry", "Mark", "disagree", "mark_of"]
+__all__ = ["Entry", "Mark", "disagree", "mark_of", "raw", "types_of"]
 
 
-@dataclass(frozen=True, slots=True)
-class Mark:
+class Mark(NamedTuple):
     """One judge's newest verdict on one pair. Masks are over constraint indexes (bit i: constraint i)."""
 
     judge: str | None
     key: bytes  # the verdict record's raw key: where to read it back
-    gen_key: bytes  # the generation it judged
-    status: str  # the record's own status: ok | error
+    status_error: bool  # the record's own status is "error"
     satisfied: int
     failed: int
     unparsed: int
     errors: int
-    rows: int
 
     @property
     def is_error(self) -> bool:
-        return self.status == "error" or self.errors != 0
+        return self.status_error or self.errors != 0
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """A judge call stored for a pair (task, turn and re-ask index as its record says)."""
-
-    judge: str
-    task_idx: int
-    turn_idx: int
-    ask: int
-    key: bytes
-
-
-@dataclass(slots=True)
 class Entry:
     """One (benchmark, model, instance): what the list shows, and the keys the instance page reads."""
 
-    instance_id: str
-    marks: list[Mark] = field(default_factory=list)
-    gen_key: bytes | None = None
-    calls: list[Call] = field(default_factory=list)
+    __slots__ = ("calls", "gen_key", "instance_id", "marks")
+
+    def __init__(self, instance_id: str, marks: list[Mark] | None = None) -> None:
+        self.instance_id = instance_id
+        self.marks: list[Mark] = marks or []
+        self.gen_key: bytes | None = None
+        self.calls: list[bytes] = []  # the judge calls' keys, in the order they were stored
 
     def mark(self, judge: str | None) -> Mark | None:
         for m in self.marks:
@@ -61,14 +49,20 @@ class Entry:
         return None
 
     def put_mark(self, new: Mark) -> None:
-        """The judge's newest verdict replaces its older one (the store's precedence is applied before)."""
-        self.marks = [m for m in self.marks if m.judge != new.judge]
-        self.marks.append(new)
-        self.gen_key = new.gen_key
+        """The judge's newest verdict replaces its older one, except that an error never replaces a
+        success of the same key (the store's precedence)."""
+        for i, m in enumerate(self.marks):
+            if m.judge == new.judge:
+                if new.key == m.key and new.is_error and not m.is_error:
+                    return
+                self.marks[i] = new
+                break
+        else:
+            self.marks.append(new)
 
-    def put_call(self, call: Call) -> None:
-        if all(c.key != call.key for c in self.calls):
-            self.calls.append(call)
+    def put_call(self, key: bytes) -> None:
+        if key not in self.calls:
+            self.calls.append(key)
 
 
 def raw(key: object) -> bytes:
@@ -81,40 +75,45 @@ def raw(key: object) -> bytes:
         return b""
 
 
-def mark_of(rec: Mapping[str, Any]) -> tuple[Mark, tuple[str | None, ...]]:
-    """A verdict record's Mark, and the constraint type of each constraint index it has a row for."""
+def mark_of(rec: Mapping[str, Any]) -> Mark:
+    """A verdict record's Mark (this loop runs once per verdict when the index is built: kept tight)."""
     satisfied = failed = unparsed = errors = 0
-    rows: Sequence[Any] = rec.get("rows") or []
-    types: dict[int, str | None] = {}
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("constraint_idx"), int):
+    for row in rec.get("rows") or ():
+        idx = row.get("constraint_idx")
+        if type(idx) is not int:
             continue
-        idx = row["constraint_idx"]
         bit = 1 << idx
-        types[idx] = row.get("constraint_type")
         status = row.get("status")
-        if status == "error":
-            errors |= bit
+        if status == "ok":
+            sat = row.get("satisfied")
+            if sat is True:
+                satisfied |= bit
+            elif sat is False:
+                failed |= bit
         elif status == "unparsed":
             unparsed |= bit
-        elif status == "ok" and row.get("satisfied") is True:
-            satisfied |= bit
-        elif status == "ok" and row.get("satisfied") is False:
-            failed |= bit
+        elif status == "error":
+            errors |= bit
     judge = rec.get("judge")
-    mark = Mark(
-        judge=None if judge is None else str(judge),
-        key=raw(rec.get("key")),
-        gen_key=raw(rec.get("gen_key")),
-        status=str(rec.get("status") or "ok"),
-        satisfied=satisfied,
-        failed=failed,
-        unparsed=unparsed,
-        errors=errors,
-        rows=len(rows),
+    return Mark(
+        None if judge is None else str(judge),
+        raw(rec.get("key")),
+        rec.get("status") == "error",
+        satisfied,
+        failed,
+        unparsed,
+        errors,
     )
-    width = max(types, default=-1) + 1
-    return mark, tuple(types.get(i) for i in range(width))
+
+
+def types_of(rec: Mapping[str, Any]) -> tuple[str | None, ...]:
+    """The constraint type of each constraint index a verdict record has a row for."""
+    found: dict[int, str | None] = {}
+    for row in rec.get("rows") or ():
+        idx = row.get("constraint_idx")
+        if type(idx) is int:
+            found[idx] = row.get("constraint_type")
+    return tuple(found.get(i) for i in range(max(found, default=-1) + 1))
 
 
 def disagree(marks: Sequence[Mark]) -> int:

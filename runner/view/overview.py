@@ -1,35 +1,77 @@
 """The overview: per benchmark and judge, the leaderboard with coverage, cost, errors and unparsed pairs.
 
-The metrics are the reports' own (runner.commands.reporting.compute over the verdict rows, which come from
-the compacted Parquet while it is current, else from the shards); counts and dollars come from the index.
+Two parts of different weight. The leaderboards are the reports' own figures (runner.commands.reporting
+.compute over the verdict rows, read from the compacted Parquet while it is current, else from the
+shards): seconds on a large run, so the server computes them off the event loop and shows the last ones
+with the time they were read. The counts and dollars come from the index, in one pass over its pairs.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from ifsweep.runner.view.index import RunIndex
-from ifsweep.runner.view.marks import disagree
+from ifsweep.runner.view.marks import Entry, disagree
 from ifsweep.runner.watch.board import natural_key
 from ifsweep.runner.watch.status import RUNNING_WITHIN_S, SUMMARY_NAME
 
-if TYPE_CHECKING:
+__all__ = ["Board", "BoardRow", "Leaderboards", "Overview", "leaderboards", "overview"]
+
+
+@dataclass(frozen=True, slots=True)
+class Leaderboards:
+    """The headline metrics and coverage of every (benchmark, judge, model), as the reports print them."""
+
+    texts: Mapping[tuple[str, str | None, str], tuple[str, ...]] = field(default_factory=dict)
+    heads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    titles: Mapping[str, str] = field(default_factory=dict)
+    order: tuple[str, ...] = ()  # benchmarks in report order
+    note: str = ""  # why there are none
+    read_at: float = 0.0
+
+
+def leaderboards(run_dir: Path) -> Leaderboards:
+    """Reads files only (no index): safe to run on a worker thread."""
     import polars as pl
 
-    from ifsweep.metrics import Catalog
+    from ifsweep import metrics
+    from ifsweep.metrics.leaderboard import header, leaderboard, value_texts
+    from ifsweep.runner.commands.rundir import compute
+    from ifsweep.runner.store.compact import load_verdict_rows
 
-__all__ = ["Board", "BoardRow", "Overview", "overview"]
+    read_at = time.time()
+    rows = load_verdict_rows(run_dir)
+    if rows.height == 0:
+        return Leaderboards(note="no verdicts yet", read_at=read_at)
+    try:
+        table, catalog = compute(rows)
+    except metrics.VerdictError as e:
+        return Leaderboards(note=f"metrics cannot be computed: {e}", read_at=read_at)
+    texts: dict[tuple[str, str | None, str], tuple[str, ...]] = {}
+    heads, titles = {}, {}
+    benches = catalog.ordered(table.get_column("benchmark").unique().to_list())
+    for bench in benches:
+        names = (*catalog.headline(bench), "coverage")
+        heads[bench] = tuple(header(catalog, bench, m) for m in names)
+        titles[bench] = catalog.display(bench)
+        part = table.filter(pl.col("benchmark") == bench)
+        for judge in part.get_column("judge").unique().to_list():
+            mine = part.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
+            for r in leaderboard(mine, catalog, bench).iter_rows(named=True):
+                texts[(bench, judge, str(r["model"]))] = tuple(value_texts(r, catalog, bench, names))
+    return Leaderboards(texts, heads, titles, tuple(benches), "", read_at)
 
 
 @dataclass(frozen=True, slots=True)
 class BoardRow:
     model: str
-    values: tuple[str, ...]  # the headline metrics, then coverage, as the reports print them
+    values: tuple[str, ...]  # the headline metrics, then coverage
     instances: int  # pairs the run holds anything of
     judged: int  # pairs with this judge's verdict
     errors: int  # of those, in error
@@ -57,98 +99,98 @@ class Overview:
     note: str  # why the metrics are missing, if they are
     damaged: int
     made_at: float
+    metrics_at: float  # when the leaderboards' rows were read
 
 
-def overview(index: RunIndex, panel: tuple[str, ...] = ()) -> Overview:
-    table, catalog, note = _metrics(index.run_dir)
-    judges = index.judges()
-    order = [j for j in panel if j in judges] + sorted(
-        (j for j in judges if j not in panel), key=lambda j: natural_key(j or "")
-    )
+def overview(index: RunIndex, boards: Leaderboards, panel: Sequence[str] = ()) -> Overview:
+    judges: list[str | None] = [j for j in panel if j in index.judges]
+    judges += sorted((j for j in index.judges if j not in judges), key=lambda j: natural_key(j or ""))
     benches = sorted({b for b, _ in index.groups})
-    if catalog is not None:
-        benches = catalog.ordered(benches) + [b for b in benches if catalog.get(b) is None]
-    boards = tuple(_board(index, b, j, table, catalog) for b in benches for j in order or [None])
-    spent = sum(t.fields(g)["spent_usd"] for t in index.spend.values() for g in t.groups)
+    benches = [b for b in boards.order if b in benches] + [b for b in benches if b not in boards.order]
+    counts = {group: _counts(entries.values(), judges or [None]) for group, entries in index.groups.items()}
+    out = []
+    for bench in benches:
+        models = sorted((m for b, m in index.groups if b == bench), key=natural_key)
+        for judge in judges or [None]:
+            ranked = [m for m in models if (bench, judge, m) in boards.texts]
+            rows = [
+                _row(index, bench, m, judge, counts[(bench, m)], boards)
+                for m in ranked + [m for m in models if m not in ranked]
+            ]
+            heads = boards.heads.get(bench, ())
+            out.append(Board(bench, boards.titles.get(bench, bench), judge, heads, tuple(rows)))
     return Overview(
         run=index.run_dir.resolve().name,
         state=_state(index.run_dir),
-        spent_usd=float(spent),
-        errors_by_kind=index.errors.by_kind(),
-        boards=boards,
-        note=note,
+        spent_usd=sum(index.cost.values()),
+        errors_by_kind=errors_by_kind(index),
+        boards=tuple(out),
+        note=boards.note,
         damaged=len(index.damaged),
         made_at=time.time(),
+        metrics_at=boards.read_at,
     )
 
 
-def _metrics(run_dir: Path) -> tuple[pl.DataFrame | None, Catalog | None, str]:
-    from ifsweep import metrics
-    from ifsweep.runner.commands.rundir import compute
-    from ifsweep.runner.store.compact import load_verdict_rows
-
-    rows = load_verdict_rows(run_dir)
-    if rows.height == 0:
-        return None, None, "no verdicts yet"
-    try:
-        table, catalog = compute(rows)
-    except metrics.VerdictError as e:
-        return None, None, f"metrics cannot be computed: {e}"
-    return table, catalog, ""
-
-
-def _board(
-    index: RunIndex, bench: str, judge: str | None, table: pl.DataFrame | None, catalog: Catalog | None
-) -> Board:
-    names: tuple[str, ...] = ()
-    heads: tuple[str, ...] = ()
-    texts: dict[str, tuple[str, ...]] = {}
-    title = bench
-    if table is not None and catalog is not None and catalog.get(bench) is not None:
-        import polars as pl
-
-        from ifsweep.metrics.leaderboard import header, leaderboard, value_texts
-
-        names = (*catalog.headline(bench), "coverage")
-        heads = tuple(header(catalog, bench, m) for m in names)
-        title = catalog.display(bench)
-        mine = table.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
-        for r in leaderboard(mine, catalog, bench).iter_rows(named=True):
-            texts[str(r["model"])] = tuple(value_texts(r, catalog, bench, names))
-    models = [m for b, m in index.groups if b == bench]
-    ranked = [m for m in texts if m in models] + sorted(
-        (m for m in models if m not in texts), key=natural_key
-    )
-    rows = tuple(_row(index, bench, m, judge, texts.get(m, ("–",) * len(names))) for m in ranked)
-    return Board(bench, title, judge, heads, rows)
-
-
-def _row(index: RunIndex, bench: str, model: str, judge: str | None, values: tuple[str, ...]) -> BoardRow:
-    judged = errors = unparsed = split = 0
-    for entry in index.groups[(bench, model)].values():
-        mark = entry.mark(judge)
-        if len(entry.marks) > 1 and disagree(entry.marks):
+def _counts(entries: Any, judges: Sequence[str | None]) -> dict[str | None, list[int]]:
+    """Per judge: [pairs, judged, errors, unparsed, disagree] over one (benchmark, model)."""
+    out = {j: [0, 0, 0, 0, 0] for j in judges}
+    split = 0
+    e: Entry
+    for e in entries:
+        if len(e.marks) > 1 and disagree(e.marks):
             split += 1
-        if mark is None:
-            continue
-        judged += 1
-        errors += mark.is_error
-        unparsed += mark.unparsed != 0
-    cost = 0.0
-    for who in (None, judge) if judge is not None else (None,):
-        tally = index.spend.get(who)
-        if tally is not None:
-            cost += float(tally.fields((model, bench))["spent_usd"])
-    return BoardRow(
-        model=model,
-        values=values,
-        instances=len(index.groups[(bench, model)]),
-        judged=judged,
-        errors=errors,
-        unparsed=unparsed,
-        disagree=split,
-        cost_usd=cost,
-    )
+        for m in e.marks:
+            c = out.get(m.judge)
+            if c is not None:
+                c[1] += 1
+                c[2] += m.is_error
+                c[3] += m.unparsed != 0
+    n = len(entries)
+    for c in out.values():
+        c[0], c[4] = n, split
+    return out
+
+
+def _row(
+    index: RunIndex,
+    bench: str,
+    model: str,
+    judge: str | None,
+    counts: dict[str | None, list[int]],
+    boards: Leaderboards,
+) -> BoardRow:
+    pairs, judged, errors, unparsed, split = counts[judge]
+    cost = index.cost.get((bench, model, None), 0.0)
+    if judge is not None:
+        cost += index.cost.get((bench, model, judge), 0.0)
+    width = len(boards.heads.get(bench, ()))
+    values = boards.texts.get((bench, judge, model), ("–",) * width)
+    return BoardRow(model, values, pairs, judged, errors, unparsed, split, cost)
+
+
+def errors_by_kind(index: RunIndex) -> dict[str, int]:
+    """Pairs in error, by why (as `ifsweep status` counts them): the answer's error kind, or
+    "judge:KIND" from the first judge call in error. Reads only those pairs' records."""
+    kinds: dict[str, int] = {}
+    for entries in index.groups.values():
+        for e in entries.values():
+            if not any(m.is_error for m in e.marks):
+                continue
+            kind = _why(index, e)
+            kinds[kind] = kinds.get(kind, 0) + 1
+    return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _why(index: RunIndex, e: Entry) -> str:
+    gen = index.record(e.gen_key) if e.gen_key else None
+    if gen is not None and gen.get("status") == "error":
+        return str(gen.get("error_kind") or "other")
+    for key in e.calls:
+        rec = index.record(key)
+        if rec is not None and rec.get("status") == "error":
+            return f"judge:{rec.get('error_kind') or 'other'}"
+    return "judge:other"
 
 
 def _state(run_dir: Path) -> str:

@@ -25,7 +25,8 @@ def summary_html(ov: Overview) -> str:
     if ov.damaged:
         parts.append(f'<span class="warn">{ov.damaged} damaged shard lines skipped</span>')
     when = time.strftime("%H:%M:%S", time.localtime(ov.made_at))
-    parts.append(f'<span class="muted">read at {when}</span>')
+    metrics = time.strftime("%H:%M:%S", time.localtime(ov.metrics_at)) if ov.metrics_at else "-"
+    parts.append(f'<span class="muted">read at {when}, metrics as of {metrics}</span>')
     return '<p class="summary">' + " · ".join(parts) + "</p>"
 
 
@@ -73,7 +74,7 @@ def marks_cell(mark: Mark | None) -> str:
     """One judge's verdict on a pair, in counts: satisfied, failed, unparsed, error."""
     if mark is None:
         return '<span class="muted">pending</span>'
-    if mark.status == "error" and not mark.errors:
+    if mark.status_error and not mark.errors:
         return '<span class="v-error">error</span>'
     parts = [
         ("v-yes", "✓", mark.satisfied),
@@ -128,7 +129,7 @@ def list_page(
         return index.types.get((bench, iid), ())
 
     def texts_of(e: Entry) -> Iterable[str]:
-        keys = [e.gen_key, *(c.key for c in e.calls)]
+        keys = [e.gen_key, *e.calls]
         return searchable(index.record(k) for k in keys if k)
 
     kept = select(group.values(), types_of, f, texts_of)

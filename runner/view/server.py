@@ -11,10 +11,10 @@ from __future__ import annotations
 import errno
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from ifsweep.runner.errors import UsageError
@@ -23,7 +23,7 @@ from ifsweep.runner.view.filters import Filters
 from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.instance_page import instance_page
-from ifsweep.runner.view.overview import Overview, overview
+from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview
 from ifsweep.runner.view.pages import list_page, overview_page
 from ifsweep.runner.view.sources import InstanceSource
 
@@ -34,25 +34,27 @@ __all__ = ["LOOPBACK", "ViewState", "bind", "make_app", "serve_forever"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-    "script-src 'self' 'unsafe-inline'; img-src 'self' data:",
+    "Content-Security-Policy": "default-src 'self'; form-action 'self'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-OVERVIEW_EVERY_S = 2.0  # while shards grow, the metrics are recomputed at most this often
+OVERVIEW_EVERY_S = 2.0  # while shards grow, the leaderboards are recomputed at most this often
 
 
 @dataclass(eq=False, slots=True)
 class ViewState:
-    """The index and the data source the pages read, and the last overview computed."""
+    """The index and the data source the pages read; the last leaderboards and overview made."""
 
     index: RunIndex
     source: InstanceSource
     panel: tuple[str, ...] = ()
     links: UrlLinks = field(default_factory=UrlLinks)
+    boards: Leaderboards = field(default_factory=Leaderboards)
+    _boards_seen: int = -1  # the index version the leaderboards were computed at
+    _computing: bool = False
     _overview: Overview | None = None
-    _seen: int = -1
+    _overview_seen: tuple[int, float] = (-1, 0.0)
 
     @classmethod
     def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
@@ -63,24 +65,44 @@ class ViewState:
         except ManifestError:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
-        return cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
+        state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
+        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+        state.overview()  # the first page is ready before the URL is printed
+        return state
 
     @property
     def run(self) -> str:
         return self.index.run_dir.resolve().name
 
     def judges(self) -> list[str | None]:
-        found = self.index.judges()
+        found = self.index.judges
         return [j for j in self.panel if j in found] + [j for j in found if j not in self.panel] or [None]
+
+    def boards_stale(self) -> bool:
+        """The shards changed since the leaderboards were read, and they are old enough to redo."""
+        return (
+            not self._computing
+            and self.index.version != self._boards_seen
+            and time.time() - self.boards.read_at >= OVERVIEW_EVERY_S
+        )
+
+    async def recompute_boards(self) -> None:
+        """The leaderboards again, on a worker thread: pages are served meanwhile, with the last ones."""
+        import anyio.to_thread
+
+        self._computing, seen = True, self.index.version
+        try:
+            self.boards = await anyio.to_thread.run_sync(leaderboards, self.index.run_dir)
+            self._boards_seen = seen
+        finally:
+            self._computing = False
 
     def overview(self) -> Overview:
         self.index.refresh()
-        ov = self._overview
-        changed = self.index.version != self._seen
-        if ov is None or (changed and time.time() - ov.made_at >= OVERVIEW_EVERY_S):
-            self._seen = self.index.version
-            ov = self._overview = overview(self.index, self.panel)
-        return ov
+        seen = (self.index.version, self.boards.read_at)
+        if self._overview is None or seen != self._overview_seen:
+            self._overview, self._overview_seen = overview(self.index, self.boards, self.panel), seen
+        return self._overview
 
 
 def _html(text: str, status: int = 200) -> web.Response:
@@ -121,7 +143,11 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
     return _not_found("no such page")
 
 
-def make_app(state: ViewState) -> web.Application:
+Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
+
+
+def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
+    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
@@ -132,7 +158,10 @@ def make_app(state: ViewState) -> web.Application:
         # The path as sent: percent-encoded slashes stay inside their segment, and ".." is just a name.
         raw = request.raw_path.split("?", 1)[0]
         segments = [unquote(s) for s in raw.split("/")[1:]]
-        return route(state, segments, dict(request.query))
+        response = route(state, segments, dict(request.query))
+        if segments == [""] and spawn is not None and state.boards_stale():
+            spawn(state.recompute_boards)
+        return response
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
@@ -171,12 +200,17 @@ async def serve_forever(state: ViewState, sock: socket.socket, ready: Callable[[
     import anyio
     from aiohttp import web
 
-    runner = web.AppRunner(make_app(state), access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        site = web.SockSite(runner, sock)
-        await site.start()
-        ready(url_of(sock))
-        await anyio.sleep_forever()
-    finally:
-        await runner.cleanup()
+    async with anyio.create_task_group() as tg:
+
+        def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+            tg.start_soon(work)
+
+        runner = web.AppRunner(make_app(state, spawn), access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.SockSite(runner, sock)
+            await site.start()
+            ready(url_of(sock))
+            await anyio.sleep_forever()
+        finally:
+            await runner.cleanup()

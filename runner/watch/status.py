@@ -346,6 +346,7 @@ class _Group:
     gen_tokens: int = 0
     gen_output_tokens: int = 0
     judge_tokens: int = 0
+    unparsed: int = 0  # judge replies stored as unparsed
     done: int = 0
     failed: int = 0
 
@@ -428,6 +429,7 @@ def _count_call(
     else:
         g.judge_keys += 1
         g.judge_tokens += tokens
+        g.unparsed += rec.get("parse") == "unparsed"
 
 
 def _progress_of(run_dir: Path) -> tuple[str, float, dict[str, Any]]:
@@ -529,6 +531,7 @@ def _tallies(scan: _Scan, planned: dict[tuple[str, str], int]) -> dict[tuple[str
             gen_tokens=g.gen_tokens,
             gen_output_tokens=g.gen_output_tokens,
             judge_tokens=g.judge_tokens,
+            unparsed=g.unparsed,
         )
     return tallies
 

@@ -1,7 +1,8 @@
 """What a sweep has left, in the units the ETA needs: per model and benchmark, pairs, generation calls,
 judge calls and tokens per call (runner/watch/eta.py walks them forward).
 
-The expected judge calls come from each benchmark's plan of an empty answer (`planning.instance_load`),
+The expected judge calls come from each benchmark's plan of an empty answer (`instance_load`, which
+`ifsweep plan` counts from too),
 counted once over its instances when the sweep starts: about 0.15 s for EIFBench's party set, whose
 pairs ask about 80 judge calls each. What has been done comes from the live counters or, for
 `ifsweep status`, from the run's shards; both are reduced to a `Tally`.
@@ -12,15 +13,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ifsweep.runner.commands.planning import JUDGE_REPLY_LOW, instance_load
-from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.benchmarks import Instance
+from ifsweep.providers.pricing import estimate_tokens
+from ifsweep.runner.engine.pipeline import BenchJob, Counters
 from ifsweep.runner.engine.scheduler import Work
 from ifsweep.runner.watch.eta import INF, Lane, Phase
 
+JUDGE_REPLY_LOW = 32  # tokens of a bare verdict list, or YES/NO with a line of reasoning
 # Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
 MIN_SEEN = 5
 # Answer length assumed before any answer is in (tokens); judge prompts quote the answer.
 DEFAULT_ANSWER_TOKENS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLoad:
+    """What one pair will ask, read from the plan of an empty answer (the answer is not known yet)."""
+
+    prompt_tokens: int  # the generation prompt (the providers' estimate)
+    judge_calls: int
+    judge_prompt_tokens: int  # summed over the judge calls, the judged answer left out
+    judge_depth: int  # judge calls made one after another: turns of the longest task
+
+
+def instance_load(job: BenchJob, inst: Instance) -> InstanceLoad:
+    """The calls and prompt tokens one instance costs; `ifsweep plan` and the sweep's ETA both count
+    from this. A multi-turn task's earlier judge replies count as short verdicts."""
+    judge_calls = judge_tokens = depth = 0
+    for task in job.bench.plan(inst, "", job.cfg.scoring).judge_tasks:
+        replies: tuple[str, ...] = ()
+        for t in range(len(task.turns)):
+            judge_tokens += estimate_tokens([m.as_dict() for m in task.messages_for_turn(t, replies)])
+            judge_calls += 1
+            replies = (*replies, "x" * 4 * JUDGE_REPLY_LOW)
+        depth = max(depth, len(task.turns))
+    prompt = estimate_tokens([m.as_dict() for m in inst.messages])
+    return InstanceLoad(prompt, judge_calls, judge_tokens, depth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +59,7 @@ class BenchShape:
     judge_depth: float
     prompt_tokens: float  # the generation prompt
     judge_prompt_tokens: float  # one judge call's prompt without the judged answer
+    reask: int = 0  # times an unparsed judge reply is asked again (the benchmark's `reask`)
 
     def as_json(self) -> dict[str, float]:
         return {
@@ -38,6 +67,7 @@ class BenchShape:
             "judge_depth": self.judge_depth,
             "prompt_tokens": self.prompt_tokens,
             "judge_prompt_tokens": self.judge_prompt_tokens,
+            "reask": self.reask,
         }
 
     @classmethod
@@ -50,7 +80,11 @@ class BenchShape:
             if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"{where}.{name}: expected a number >= 0, got {v!r}")
             values.append(float(v))
-        return cls(*values)
+        reask = obj.get("reask", 0)  # a summary written before it was kept: no re-asks foreseen
+        if not isinstance(reask, int) or isinstance(reask, bool) or reask < 0:
+            raise ValueError(f"{where}.reask: expected an integer >= 0, got {reask!r}")
+        calls, depth, prompt, judge_prompt = values
+        return cls(calls, depth, prompt, judge_prompt, reask)
 
 
 def bench_shapes(work: Work) -> dict[str, BenchShape]:
@@ -66,7 +100,11 @@ def bench_shapes(work: Work) -> dict[str, BenchShape]:
             prompt += load.prompt_tokens
             judge_prompt += load.judge_prompt_tokens
         out[job.cfg.label] = BenchShape(
-            calls / max(n, 1), depth / max(n, 1), prompt / max(n, 1), judge_prompt / max(calls, 1)
+            calls / max(n, 1),
+            depth / max(n, 1),
+            prompt / max(n, 1),
+            judge_prompt / max(calls, 1),
+            job.cfg.reask,
         )
     return out
 
@@ -86,6 +124,7 @@ class Tally:
     judge_tokens: int = 0
     gen_latency_s: float = 0.0  # summed over the calls
     judge_latency_s: float = 0.0
+    unparsed: int = 0  # judge replies no parser read (each is asked again while re-asks are left)
 
     @classmethod
     def of(cls, c: Counters) -> Tally:
@@ -100,6 +139,7 @@ class Tally:
             judge_tokens=c.judge_input_tokens + c.judge_output_tokens,
             gen_latency_s=c.latency_s,
             judge_latency_s=c.judge_latency_s,
+            unparsed=c.unparsed,
         )
 
 
@@ -139,25 +179,36 @@ def token_means(tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, B
 def judge_per_pair(
     tallies: Mapping[tuple[str, str], Tally], shapes: Mapping[str, BenchShape], workers: Mapping[str, int]
 ) -> dict[str, float]:
-    """Judge calls per pair of each benchmark: the plan's mean (an empty answer's plan) moved into what
-    the calls made so far allow. J calls came from the F pairs finished afresh and the pairs in flight,
-    at most I of them (a model's workers, or its pairs left): so at least J / (F + I) a pair, and at
-    most J / F. Re-asks and follow-ups the plan cannot foresee raise it, stops the reference protocol
-    makes lower it; the plan holds while it is within the bounds (docs/design/progress.md)."""
-    seen: dict[str, list[float]] = {}  # per benchmark: calls made, pairs finished, pairs in flight
+    """Judge calls per pair of each benchmark. The plan counts one call per judge turn; an unparsed
+    reply is asked again, up to `reask` times, so at a share u of replies unparsed a turn takes
+    1 + u + ... + u^reask calls (`calls_per_turn`). Then that is moved into what the calls made so far
+    allow: J calls came from the F pairs finished afresh and the pairs in flight, at most I of them (a
+    model's workers, or its pairs left), so at least J / (F + I) a pair and at most J / F. The bounds
+    catch what the plan cannot foresee either way: a protocol's early stops, longer tasks."""
+    seen: dict[str, list[float]] = {}  # per benchmark: calls, unparsed, pairs finished, pairs in flight
     for (model, bench), t in tallies.items():
-        s = seen.setdefault(bench, [0.0, 0.0, 0.0])
+        s = seen.setdefault(bench, [0.0, 0.0, 0.0, 0.0])
         left = max(0, t.planned - t.finished)
         s[0] += t.judge_calls
-        s[1] += max(0, t.finished - t.cached)
-        s[2] += min(left, workers.get(model, left))
+        s[1] += t.unparsed
+        s[2] += max(0, t.finished - t.cached)
+        s[3] += min(left, workers.get(model, left))
     out = {}
     for bench, shape in shapes.items():
-        calls, finished, in_flight = seen.get(bench, (0.0, 0.0, 0.0))
+        calls, unparsed, finished, in_flight = seen.get(bench, (0.0, 0.0, 0.0, 0.0))
+        planned = shape.judge_calls * calls_per_turn(unparsed / calls if calls else 0.0, shape.reask)
         low = calls / (finished + in_flight) if finished + in_flight else 0.0
         high = calls / finished if finished else INF
-        out[bench] = min(max(shape.judge_calls, low), high)
+        out[bench] = min(max(planned, low), high)
     return out
+
+
+def calls_per_turn(unparsed_share: float, reask: int) -> float:
+    """Calls one judge turn takes when each reply is unparsed at `unparsed_share` (asked again up to
+    `reask` times). Stored replies a resumed run reads count as unparsed too, so the share may read
+    above 1; it is capped there."""
+    u = min(1.0, unparsed_share)
+    return sum(u**k for k in range(reask + 1))
 
 
 def phase_of(t: Tally, shape: BenchShape, gen_tokens: float, judge_tokens: float, per_pair: float) -> Phase:

@@ -1,0 +1,103 @@
+"""Reading the simulator's ledger (GET /sim/ledger, simulator/ledger.py) and what it says: dollars
+billed per endpoint, bodies billed twice, batch lines submitted again."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from _chaos.sweepfile import PRICES
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    received: list[dict[str, Any]]
+    bills: list[dict[str, Any]]
+    submissions: list[dict[str, Any]]
+    now: float
+    batch_faults: int = 0  # batches that failed or expired
+
+    def bodies(self) -> set[str]:
+        """Every request body received, by chat or in a batch."""
+        return {r["body"] for r in self.received} | {s["body"] for s in self.submissions}
+
+    def since(self, at: float) -> Ledger:
+        """Only what happened from monotonic time `at` on (the simulator's clock)."""
+        return Ledger(
+            [r for r in self.received if r["at"] >= at],
+            [b for b in self.bills if b["at"] >= at],
+            [s for s in self.submissions if s["at"] >= at],
+            self.now,
+            self.batch_faults,
+        )
+
+
+def fetch(base_url: str) -> Ledger:
+    """The ledger of the simulator at `base_url` (…/v1), after every batch whose time has come was worked
+    out: listing the batches works them out, as a provider finishes them whether anyone polls or not."""
+    root = base_url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/v1/batches", timeout=30) as r:
+        batches = json.loads(r.read())["data"]
+    with urllib.request.urlopen(f"{root}/sim/ledger", timeout=30) as r:
+        data = json.loads(r.read())
+    failed = sum(1 for b in batches if b["status"] in ("failed", "expired"))
+    return Ledger(data["received"], data["bills"], data["submissions"], data["now"], failed)
+
+
+def bill_usd(bill: dict[str, Any], roles: dict[str, str]) -> float:
+    """What one billed request costs at the sweep's prices (cached tokens at the input price, as the
+    config gives no cached price; the Batch API at half)."""
+    inp, out = PRICES[roles.get(bill["model"], "model")]
+    usd = (bill["prompt_tokens"] * inp + bill["completion_tokens"] * out) / 1e6
+    return usd / 2 if bill["via"] == "batch" else usd
+
+
+def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> Counter[str]:
+    """Dollars billed per served model name."""
+    out: Counter[str] = Counter()
+    for b in ledger.bills:
+        out[b["model"]] += bill_usd(b, roles)
+    return out
+
+
+def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, list[str]]:
+    """Bills beyond the first of each request body: (how many a kill excuses, the others described).
+
+    A body billed again is excused only when its previous bill came in the `window_s` before a kill
+    and the new one after it: a call the kill left without a stored result (in flight at the
+    provider, or answered but still in the group-commit buffer)."""
+    by_body: dict[str, list[dict[str, Any]]] = {}
+    for b in sorted(ledger.bills, key=lambda b: b["at"]):
+        by_body.setdefault(b["body"], []).append(b)
+    excused, unexcused = 0, []
+    for bills in by_body.values():
+        for first, again in itertools.pairwise(bills):
+            if any(t - window_s <= first["at"] <= t < again["at"] for t in kills):
+                excused += 1
+            else:
+                gap = again["at"] - first["at"]
+                unexcused.append(f"{first['model']} body {first['body'][:12]} billed again after {gap:.2f}s")
+    return excused, unexcused
+
+
+def resubmitted(ledger: Ledger, kills: list[float]) -> list[str]:
+    """Batch lines submitted again while an earlier submission of the same body was answered or still
+    open: each is a request submitted (and paid for, once its batch ends) twice."""
+    seen: dict[str, list[dict[str, Any]]] = {}
+    out: list[str] = []
+    for sub in sorted(ledger.submissions, key=lambda s: s["at"]):
+        earlier = seen.setdefault(sub["body"], [])
+        live = [e for e in earlier if e["outcome"] in ("answered", "pending")]
+        if live:
+            last = live[-1]
+            between = sum(1 for t in kills if last["at"] < t < sub["at"])
+            out.append(
+                f"{sub['custom_id']} in {sub['batch_id']}, {sub['at'] - last['at']:.2f}s after it went in "
+                f"{last['batch_id']} (that one {last['outcome']}; {between} kill(s) between)"
+            )
+        earlier.append(sub)
+    return out

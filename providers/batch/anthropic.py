@@ -1,0 +1,267 @@
+"""Anthropic's Message Batches over aiohttp, behind the BatchClient interface the OpenAI client has.
+
+The batch endpoint (providers/batch/endpoint.py) speaks OpenAI's batch shapes: a JSONL input file of
+chat requests, batch objects, output and error files. Anthropic takes a batch's requests inline and
+answers with one results JSONL, so this client translates both ways:
+- `upload`: nothing is sent. The chat requests become Messages requests (system apart, `max_tokens`
+  always set, OpenAI's `stop` as `stop_sequences`; any other parameter is refused by name), each with
+  `cache_control` where the prefixes it shares with others of the batch end (providers/send/
+  prefix_groups.nested_ends: the same task, and the same task and answer), so the batch's later
+  requests read what an earlier one wrote. They are kept under a file id made of their
+  content, for `create`.
+- `create`: POST {root}/v1/messages/batches with the requests inline.
+- `retrieve`, `listing`, `cancel`: message_batch objects as BatchInfo. An ended batch is "cancelled"
+  when a cancel was asked, "expired" when some requests expired, else "completed"; its output "file" is
+  the batch id, read from {root}/v1/messages/batches/{id}/results (never a URL the answer names: the
+  key goes to the configured base alone).
+- `content`: each result as an OpenAI output line. succeeded: a chat completion whose usage counts
+  every prompt token in prompt_tokens (Anthropic's input_tokens excludes cache reads and writes), reads
+  in prompt_tokens_details.cached_tokens, writes in cache_creation_input_tokens; errored: the HTTP
+  status of its error type; canceled / expired: batch_cancelled / batch_expired (sent again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ifsweep.providers.batch.clients import BatchInfo
+from ifsweep.providers.send.fast import error_detail
+from ifsweep.providers.send.prefix import PrefixEnd, with_breakpoints
+from ifsweep.providers.send.prefix_groups import nested_ends
+from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse
+
+if TYPE_CHECKING:  # loaded with the first send
+    import aiohttp
+
+ANTHROPIC_ROOT = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+_DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; what a request without one is given
+_PASSED = frozenset({"temperature", "top_p", "top_k"})
+_STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "content_filter"}
+_ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def api_root(api_base: str | None) -> str:
+    """The server root, as LiteLLM reads an anthropic `api_base` (it adds /v1/messages unless there)."""
+    base = (api_base or ANTHROPIC_ROOT).rstrip("/")
+    return base.removesuffix("/v1/messages")
+
+
+def message_params(body: Mapping[str, Any], ends: Sequence[PrefixEnd] = ()) -> dict[str, Any]:
+    """A chat-completions request body -> Messages request params, cache breakpoints at `ends`."""
+    messages = with_breakpoints(body.get("messages") or [], ends)
+    system = [m["content"] for m in messages if m.get("role") == "system"]
+    params: dict[str, Any] = {
+        "model": body.get("model"),
+        "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens") or _DEFAULT_MAX_TOKENS,
+        "messages": [m for m in messages if m.get("role") != "system"],
+    }
+    if system:
+        params["system"] = [b for c in system for b in (c if isinstance(c, list) else [_text(c)])]
+    for name, value in body.items():
+        if name in _PASSED:
+            params[name] = value
+        elif name == "stop":
+            params["stop_sequences"] = [value] if isinstance(value, str) else value
+        elif name not in ("model", "messages", "max_tokens", "max_completion_tokens"):
+            raise ValueError(
+                f"parameter {name!r} has no Anthropic Messages equivalent: leave it out in batch mode"
+            )
+    return params
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def batch_requests(data: bytes) -> list[dict[str, Any]]:
+    """The endpoint's JSONL input (OpenAI batch lines) as Message Batch requests, each marked where the
+    prefixes it shares with others of the batch end."""
+    lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    bodies = [line["body"] for line in lines]
+    ends = nested_ends([b.get("messages") or [] for b in bodies])
+    return [
+        {"custom_id": line["custom_id"], "params": message_params(body, ends[i])}
+        for i, (line, body) in enumerate(zip(lines, bodies, strict=True))
+    ]
+
+
+def _status(batch: Mapping[str, Any], counts: Mapping[str, int]) -> str:
+    status = batch.get("processing_status")
+    if status == "in_progress":
+        return "in_progress"
+    if status == "canceling":
+        return "cancelling"
+    if status != "ended":
+        raise MalformedResponse(f"message batch has processing_status {status!r}")
+    if batch.get("cancel_initiated_at"):
+        return "cancelled"
+    return "expired" if counts.get("expired") else "completed"
+
+
+def message_batch_info(batch: Any, input_file_id: str | None = None) -> BatchInfo:
+    """A message_batch object -> BatchInfo; MalformedResponse when it is none."""
+    if not isinstance(batch, dict) or not isinstance(batch.get("id"), str):
+        raise MalformedResponse("message batch object has no id")
+    raw = batch.get("request_counts")
+    counts = {k: v for k, v in raw.items() if isinstance(v, int)} if isinstance(raw, dict) else {}
+    status = _status(batch, counts)
+    over = status in ("completed", "expired", "cancelled")
+    return BatchInfo(
+        id=batch["id"],
+        status=status,
+        input_file_id=input_file_id,
+        output_file_id=batch["id"] if over else None,
+        error_file_id=None,
+        total=sum(counts.values()),
+        completed=counts.get("succeeded", 0),
+        failed=sum(counts.get(k, 0) for k in ("errored", "canceled", "expired")),
+        metadata={},
+        errors="",
+    )
+
+
+def output_line(result_line: bytes) -> bytes:
+    """One line of a results JSONL as the OpenAI output line the endpoint reads."""
+    rec = orjson.loads(result_line)
+    custom_id = rec.get("custom_id") if isinstance(rec, dict) else None
+    result = rec.get("result") if isinstance(rec, dict) else None
+    result = result if isinstance(result, dict) else {}
+    kind = result.get("type")
+    out: dict[str, Any] = {"custom_id": custom_id, "response": None, "error": None}
+    if kind == "succeeded":
+        out["response"] = {"status_code": 200, "body": chat_completion(result.get("message"))}
+    elif kind == "errored":
+        error = result.get("error")
+        inner = error.get("error") if isinstance(error, dict) else None
+        status = _ERROR_STATUS.get(str(inner.get("type")), 500) if isinstance(inner, dict) else 500
+        out["response"] = {"status_code": status, "body": error}
+    elif kind in ("canceled", "expired"):
+        code = "batch_cancelled" if kind == "canceled" else "batch_expired"
+        out["error"] = {"code": code, "message": f"the request was {kind} before it was processed"}
+    else:
+        out["error"] = {"code": "malformed", "message": f"result of type {kind!r}"}
+    return orjson.dumps(out)
+
+
+def chat_completion(message: Any) -> dict[str, Any]:
+    """A Message as the chat completion the endpoint parses (providers/send/fast.parse_chat_body)."""
+    if not isinstance(message, dict):
+        return {}
+    blocks = message.get("content")
+    text = (
+        "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        if isinstance(blocks, list)
+        else None
+    )
+    stop = message.get("stop_reason")
+    body: dict[str, Any] = {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": text if stop == "refusal" else None,
+                },
+                "finish_reason": _STOP.get(str(stop), stop),
+            }
+        ]
+    }
+    usage = message.get("usage")
+    if isinstance(usage, dict):
+        read, written = (
+            usage.get("cache_read_input_tokens") or 0,
+            usage.get("cache_creation_input_tokens") or 0,
+        )
+        plain = usage.get("input_tokens")
+        body["usage"] = {
+            "prompt_tokens": plain + read + written if isinstance(plain, int) else None,
+            "completion_tokens": usage.get("output_tokens"),
+            "prompt_tokens_details": {"cached_tokens": read},
+            "cache_creation_input_tokens": written,
+        }
+    return body
+
+
+class AnthropicBatchClient:
+    """POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]], POST .../{id}/cancel."""
+
+    def __init__(self, session: aiohttp.ClientSession, api_base: str | None, api_key: str) -> None:
+        self._session = session
+        self._root = api_root(api_base)
+        self._headers = {
+            "x-api-key": api_key,
+            "anthropic-version": API_VERSION,
+            "content-type": "application/json",
+        }
+        self._inputs: dict[str, list[dict[str, Any]]] = {}
+
+    async def _read(self, method: str, path: str, **kwargs: Any) -> bytes:
+        url = self._root + "/v1/messages/batches" + path
+        async with self._session.request(method, url, headers=self._headers, **kwargs) as resp:
+            raw = await resp.read()
+            if resp.status >= 300:
+                raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
+            return raw
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        raw = await self._read(method, path, **kwargs)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedResponse(f"message batches{path}: body is not JSON ({exc})") from None
+
+    async def upload(self, data: bytes) -> str:
+        file_id = "inline-" + hashlib.sha256(data).hexdigest()[:32]
+        self._inputs[file_id] = batch_requests(data)
+        return file_id
+
+    async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> BatchInfo:
+        """`metadata` has nowhere to go: a Message Batch carries none."""
+        requests = self._inputs.pop(input_file_id, None)
+        if requests is None:
+            raise ValueError(f"{input_file_id}: no requests uploaded under this id in this process")
+        # A file-like body: aiohttp warns (and a test run fails) on a raw body above 1 MB.
+        body = io.BytesIO(orjson.dumps({"requests": requests}))
+        return message_batch_info(await self._json("POST", "", data=body), input_file_id)
+
+    async def retrieve(self, batch_id: str) -> BatchInfo:
+        return message_batch_info(await self._json("GET", f"/{batch_id}"))
+
+    async def listing(self) -> list[BatchInfo]:
+        body = await self._json("GET", "", params={"limit": "100"})
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise MalformedResponse("message batch list has no data")
+        return [message_batch_info(b) for b in data]
+
+    async def content(self, file_id: str) -> bytes:
+        raw = await self._read("GET", f"/{file_id}/results")
+        return b"".join(output_line(line) + b"\n" for line in raw.splitlines() if line.strip())
+
+    async def cancel(self, batch_id: str) -> BatchInfo:
+        return message_batch_info(await self._json("POST", f"/{batch_id}/cancel"))
+
+
+__all__ = [
+    "ANTHROPIC_ROOT",
+    "AnthropicBatchClient",
+    "api_root",
+    "chat_completion",
+    "message_params",
+    "output_line",
+]

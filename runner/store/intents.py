@@ -1,0 +1,92 @@
+"""What the shards say was spent, calls cut off by a kill included (docs/design/shards.md, "Intents").
+
+Under a budget cap, before each send (a call's first attempt, and each retry that holds another worst
+case: providers/pool.py) the pool asks `StoreIntents.intend` for an `intent` record. It is appended to
+the shards and handed to the kernel before the send goes out (write-through, like every record; in
+grouped mode the intent is written at once), so a kill -9 cannot lose it. The call's result record
+lists the intents it resolves in `intents`. A run that finds an intent no result resolves charges its
+worst case: the provider may well have finished and billed the call after its client was gone. Without
+a cap nothing is written and nothing waits.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ifsweep.runner.store.keys import KEY_SCHEMA
+from ifsweep.runner.store.shards import RunStore
+
+__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "record_spend"]
+
+INTENT = "intent"
+# The records a run's spend is read from: the calls, and the intents of calls that never came back.
+SPEND_KINDS = ("generation", "judgment", INTENT)
+
+
+@dataclass(eq=False, slots=True)
+class StoreIntents:
+    """The pool's IntentLog (providers/budget.py) over the run's shards."""
+
+    store: RunStore
+
+    async def intend(self, label: str, worst_usd: float, key: str | None) -> str:
+        ident = secrets.token_hex(16)
+        record = {
+            "v": KEY_SCHEMA,
+            "kind": INTENT,
+            "key": ident,
+            "label": label,
+            "worst_usd": worst_usd,
+            "call": key,
+            "ts": time.time(),
+        }
+        self.store.append_now(record)
+        return ident
+
+
+def record_spend(rec: Mapping[str, Any]) -> tuple[str | None, float]:
+    """(label, dollars) a stored call record was charged to: its judge for a judgment, else its model."""
+    label = rec.get("judge") if rec.get("kind") == "judgment" else rec.get("model")
+    return (str(label) if label is not None else None), float(rec.get("cost_usd") or 0.0)
+
+
+@dataclass(slots=True)
+class SpendScan:
+    """The spend of one writer's records (or a whole run's), read in shard order: every call record's
+    cost (superseded errors too: they were paid for), plus the worst case of every intent that no
+    result resolves. An intent and its result come from one writer, in that order, so only the
+    intents of calls in flight at a time are ever held here."""
+
+    total: float = 0.0
+    by: dict[str, float] = field(default_factory=dict)
+    worst_case: float = 0.0  # of `total`: worst cases charged for calls whose bill is unknown
+    orphans: int = 0  # intents without a result (calls cut off by a kill)
+    _open: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        if rec.get("kind") == INTENT:
+            self._open[str(rec["key"])] = (rec.get("label"), float(rec.get("worst_usd") or 0.0))
+            return
+        for ident in rec.get("intents") or ():
+            self._open.pop(ident, None)
+        label, cost = record_spend(rec)
+        self._charge(label, cost)
+        self.worst_case += float(rec.get("worst_case_usd") or 0.0)
+
+    def finish(self) -> SpendScan:
+        """Charge the intents left open (call it once every record was added)."""
+        for label, worst in self._open.values():
+            self._charge(label, worst)
+            self.worst_case += worst
+            self.orphans += 1
+        self._open.clear()
+        return self
+
+    def _charge(self, label: str | None, dollars: float) -> None:
+        self.total += dollars
+        if label is not None:
+            self.by[label] = self.by.get(label, 0.0) + dollars

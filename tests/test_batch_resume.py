@@ -1,0 +1,205 @@
+"""Batch mode across interrupted runs, over real HTTP against the simulator's Batch API and real
+`ifsweep run` processes: an open batch is collected, never closed unread and submitted again, whoever
+left it open (an earlier run whose calls ended in error, a partition killed while polling), and a run
+that turns `batch` off while batches are open is refused with the ways out."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sweeps import stored_records, toml_config
+
+from ifsweep.runner.commands.cli import main
+from ifsweep.runner.engine.batches import open_batches
+from ifsweep.runner.store.shards import scan_shards
+from ifsweep.simulator import SimConfig, SimulatorThread
+from ifsweep.simulator.config import BatchSettings, FaultRates
+
+PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
+FAST = "max_age_s = 0.3, poll_s = 0.1, poll_max_s = 0.5"
+
+
+def batch_toml(out: Path, base: str, *, batch: str | None, limit: int = 4, extra_run: str = "") -> str:
+    """cfbench with one model and a judge, both in batch mode when `batch` is given."""
+    extra = PRICE + (f"\nbatch = {{ {batch} }}" if batch is not None else "")
+    text = toml_config(
+        out, base, models=("alpha",), bench=("cfbench",), limit=limit, extra_model=extra, extra_run=extra_run
+    )
+    judge = 'model = "openai/sim-judge"'
+    return text.replace(judge, f"{judge}\n{extra}")
+
+
+def summary(run_dir: Path, name: str = "summary.json") -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run_dir / name).read_text())
+    return data
+
+
+def child(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def wait_for_states(run_dir: Path, proc: subprocess.Popen[bytes], state: str, n: int = 1) -> None:
+    end = time.monotonic() + 90
+    while time.monotonic() < end:
+        if (run_dir / "shards").is_dir():
+            states = [sl.record().get("state") for sl in scan_shards(run_dir, kinds=("batch",))]
+            if states.count(state) >= n:
+                return
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.05)
+    raise AssertionError(f"no batch reached {state!r} in time")
+
+
+def kill_9(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+@pytest.fixture
+def sim() -> Iterator[SimulatorThread]:
+    with SimulatorThread(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2))) as s:
+        yield s
+
+
+def submitted_since(sim: SimulatorThread, before: Counter[str]) -> Counter[str]:
+    return Counter(sim.stats.batch_requests) - before
+
+
+def test_a_resume_collects_an_open_batch_of_keys_whose_earlier_calls_failed(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Issue 21 item 5, the three runs: (1) half the requests answered 500 and no batch retries, so
+    their calls end in error records; (2) a healthy provider with slow batches: the errors go again in
+    a batch, and the run is interrupted while that batch is open; (3) the resume must poll that batch
+    and take its results. Before the fix it counted the old error records as answers, closed the batch
+    unread and submitted its requests again."""
+    cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2), faults=FaultRates(server_error=0.5)))
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST + ", max_retries = 0"))
+    assert main(["run", str(cfg)]) == 1
+    failed = {r["key"] for r in stored_records(run_dir, {"generation", "judgment"}) if r["status"] == "error"}
+    assert failed
+    after_first = Counter(sim.stats.batch_requests)
+    batches_first = sim.stats.batches_created
+
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
+    proc = child(cfg)
+    try:
+        wait_for_states(run_dir, proc, "submitted", n=batches_first + 1)
+        time.sleep(0.5)  # polling the open batch now
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            kill_9(proc)
+    assert proc.returncode == 130
+    second = submitted_since(sim, after_first)
+    assert second and set(second) <= failed  # the failed calls, in a batch left open
+    assert open_batches(run_dir)
+
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2)))
+    assert main(["run", str(cfg)]) == 0
+    assert summary(run_dir)["status"] == "complete"
+    third = submitted_since(sim, after_first)
+    # No request body was submitted twice after the first run: the open batch was collected.
+    assert max(third.values()) == 1, {k: n for k, n in third.items() if n > 1}
+    assert not open_batches(run_dir)
+
+
+def open_requests(run_dir: Path) -> int:
+    return sum(b.requests for b in open_batches(run_dir))
+
+
+def test_a_partitioned_run_killed_while_polling_is_collected_by_an_unpartitioned_resume(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 27 item 3: two partitions killed with SIGKILL while their batches run; the unpartitioned
+    resume polls the partitions' batches (their writers no longer run) rather than submitting their
+    requests again, and `status` stops saying batches are open once they are collected."""
+    cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST))
+    procs = [child(cfg, "--partition", f"{i}/2") for i in range(2)]
+    try:
+        for proc in procs:
+            wait_for_states(run_dir, proc, "submitted", n=2)
+        time.sleep(0.5)  # both polling now
+    finally:
+        for proc in procs:
+            kill_9(proc)
+    writers = {sl.record()["writer"] for sl in scan_shards(run_dir, kinds=("batch",))}
+    assert writers == {"p0of2", "p1of2"}
+    before = Counter(sim.stats.batch_requests)
+    assert before and max(before.values()) == 1 and open_requests(run_dir) == before.total()
+
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2)))
+    assert main(["run", str(cfg)]) == 0
+    assert summary(run_dir)["status"] == "complete"
+    again = [k for k in before if sim.stats.batch_requests[k] > 1]
+    assert not again, f"{len(again)} of the partitions' requests were submitted again"
+    assert not open_batches(run_dir)
+    capsys.readouterr()
+    assert main(["status", str(run_dir)]) == 0
+    assert "batches open" not in capsys.readouterr().out
+
+
+def killed_with_batches_open(tmp_path: Path, sim: SimulatorThread) -> tuple[Path, Path, Counter[str]]:
+    cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST))
+    proc = child(cfg)
+    try:
+        wait_for_states(run_dir, proc, "submitted")
+    finally:
+        kill_9(proc)
+    return cfg, run_dir, Counter(sim.stats.batch_requests)
+
+
+def test_turning_batch_off_with_batches_open_is_refused_with_the_two_ways_out(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg, run_dir, before = killed_with_batches_open(tmp_path, sim)
+    shards_before = sorted((p.name, p.stat().st_size) for p in (run_dir / "shards").glob("*.jsonl"))
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2)))
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
+    capsys.readouterr()
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "models[0].batch: off, but" in err and "still open at the provider" in err
+    assert f"ifsweep batches {run_dir} --cancel" in err and "`batch = true` again" in err
+    assert sim.stats.requests == 0  # nothing sent interactively
+    assert sorted((p.name, p.stat().st_size) for p in (run_dir / "shards").glob("*.jsonl")) == shards_before
+
+    # One way out: batch mode again collects them, nothing submitted twice.
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST))
+    assert main(["run", str(cfg)]) == 0
+    assert all(sim.stats.batch_requests[k] == 1 for k in before)
+    assert sim.stats.requests == 0 and not open_batches(run_dir)
+
+
+def test_after_cancelling_the_open_batches_a_run_with_batch_off_goes_on(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg, run_dir, before = killed_with_batches_open(tmp_path, sim)
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
+    assert main(["run", str(cfg)]) == 2
+    assert main(["batches", str(run_dir), "--cancel"]) == 0
+    assert {b.state for b in open_batches(run_dir)} == {"cancelled"}
+    assert main(["run", str(cfg)]) == 0
+    assert summary(run_dir)["status"] == "complete"
+    assert sim.stats.requests > 0 and Counter(sim.stats.batch_requests) == before
