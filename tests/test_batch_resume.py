@@ -51,11 +51,15 @@ def child(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_for_states(run_dir: Path, proc: subprocess.Popen[bytes], state: str, n: int = 1) -> None:
+def wait_for_states(
+    run_dir: Path, proc: subprocess.Popen[bytes], state: str, n: int = 1, writer: str | None = None
+) -> None:
+    """Until `n` batch records of `state` are stored (by `writer`, when given)."""
     end = time.monotonic() + 90
     while time.monotonic() < end:
         if (run_dir / "shards").is_dir():
-            states = [sl.record().get("state") for sl in scan_shards(run_dir, kinds=("batch",))]
+            records = [sl.record() for sl in scan_shards(run_dir, kinds=("batch",))]
+            states = [r.get("state") for r in records if writer is None or r.get("writer") == writer]
             if states.count(state) >= n:
                 return
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
@@ -133,11 +137,12 @@ def test_a_partitioned_run_killed_while_polling_is_collected_by_an_unpartitioned
     requests again, and `status` stops saying batches are open once they are collected."""
     cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
     sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
-    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST))
+    # 12 instances: each partition has some (the split hashes keys that name the simulator's port).
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST, limit=12))
     procs = [child(cfg, "--partition", f"{i}/2") for i in range(2)]
     try:
-        for proc in procs:
-            wait_for_states(run_dir, proc, "submitted", n=2)
+        for i, proc in enumerate(procs):
+            wait_for_states(run_dir, proc, "submitted", writer=f"p{i}of2")
         time.sleep(0.5)  # both polling now
     finally:
         for proc in procs:
@@ -203,3 +208,22 @@ def test_after_cancelling_the_open_batches_a_run_with_batch_off_goes_on(
     assert main(["run", str(cfg)]) == 0
     assert summary(run_dir)["status"] == "complete"
     assert sim.stats.requests > 0 and Counter(sim.stats.batch_requests) == before
+
+
+def test_cancel_looks_up_a_batch_whose_creation_was_never_recorded(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Killed between the create and its `submitted` record: `ifsweep batches --cancel` finds the
+    batch at the provider by its input file, cancels it and records that, so `batch` may be turned off."""
+    cfg, run_dir, before = killed_with_batches_open(tmp_path, sim)
+    for shard in (run_dir / "shards").glob("*.jsonl"):  # whole lines out: the others stay valid
+        lines = shard.read_bytes().splitlines(keepends=True)
+        shard.write_bytes(b"".join(line for line in lines if b'"state":"submitted"' not in line))
+    assert {b.batch_id for b in open_batches(run_dir)} == {None}
+    assert main(["batches", str(run_dir), "--cancel"]) == 0
+    cancelled = open_batches(run_dir)
+    assert {b.state for b in cancelled} == {"cancelled"} and all(b.batch_id for b in cancelled)
+    assert len(cancelled) == sim.stats.batches_created
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
+    assert main(["run", str(cfg)]) == 0
+    assert Counter(sim.stats.batch_requests) == before
