@@ -58,7 +58,8 @@ class ViewState:
     _overview_seen: tuple[int, float] = (-1, 0.0)
 
     @classmethod
-    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
+    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = (), *, warm: bool = True) -> ViewState:
+        """`warm`: compute the leaderboards and the first overview now (a server; not an export)."""
         from ifsweep.runner.store.manifest import ManifestError, read_manifest
 
         try:
@@ -67,8 +68,9 @@ class ViewState:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
         state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
-        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
-        state.overview()  # the first page is ready before the URL is printed
+        if warm:
+            state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+            state.overview()  # the first page is ready before the URL is printed
         return state
 
     @property
