@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="the first seed")
     ap.add_argument("--without", default="", help="parts to drop, comma-separated (a shrunk repro)")
     ap.add_argument("--no-shrink", action="store_true", help="report a failing seed without shrinking it")
-    ap.add_argument("--shrink-runs", type=int, default=12, help="at most this many runs to shrink one seed")
+    ap.add_argument("--shrink-runs", type=int, default=8, help="at most this many runs to shrink one seed")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
     dropped = [x for x in args.without.split(",") if x]

@@ -530,6 +530,14 @@ def budget(root: Path, run: int) -> dict[str, float]:
                 ),
             )
         )
+        # The same sweep without a cap: no intents (runner/store/intents.py), the hot path as before.
+        free = sweep_in_process(
+            write_config(
+                root,
+                "budget-free",
+                sweep_toml(fresh(root, "budget-free-run"), sim.base, models=models, model_extra=price),
+            )
+        )
         cap = full.result.spent_usd / 2
         half = sweep_in_process(
             write_config(
@@ -550,7 +558,14 @@ def budget(root: Path, run: int) -> dict[str, float]:
         f"spent ${res.spent_usd:.4f} "
         f"= {res.spent_usd / cap:.2%} of cap (goal <= 100% and >= 95%)"
     )
-    return {"ratio": res.spent_usd / cap}
+    per_call = {
+        name: m.cpu_s / max(m.result.done, 1) * 1000 for name, m in (("capped", full), ("free", free))
+    }
+    print(
+        f"  intents: a capped sweep's client CPU per pair {per_call['capped']:.3f} ms against "
+        f"{per_call['free']:.3f} ms uncapped = {per_call['capped'] / per_call['free']:.2f}x"
+    )
+    return {"ratio": res.spent_usd / cap, "intent_cpu_ratio": per_call["capped"] / per_call["free"]}
 
 
 def memory(root: Path, run: int) -> dict[str, float]:

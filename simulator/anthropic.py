@@ -347,6 +347,7 @@ class AnthropicAPI:
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
         payload, out = self._message(req, n_prompt, use, content, canonical)
         self._served(req, n_prompt, use, arrived, out, batch=True)
+        host.stats.ledger.bill(body_digest(req.body), req.model, "batch", (n_prompt, use.read, out))
         return "succeeded", payload
 
 

@@ -27,7 +27,7 @@ from ifsweep.simulator.config import BatchSettings
 PERF = Path(__file__).resolve().parents[1] / "perf"
 sys.path.insert(0, str(PERF))
 
-from _chaos import checks  # noqa: E402
+from _chaos import checks, records  # noqa: E402
 from _chaos.ledger import Ledger, fetch  # noqa: E402
 from _chaos.procs import Proc  # noqa: E402
 from _chaos.scenario import draw  # noqa: E402
@@ -35,7 +35,7 @@ from _chaos.shrink import shrink  # noqa: E402
 from _chaos.sweepfile import Stage, served  # noqa: E402
 
 BODY = {"model": "sim-m1", "messages": [{"role": "user", "content": "Name three rivers."}], "max_tokens": 64}
-QUICK_SEEDS = (3, 5, 11)
+QUICK_SEEDS = (3, 9, 13)  # partitions, a Redis restart, binding caps, batches, a panel, hangs, edits
 
 
 def digest(body: dict[str, Any]) -> str:
@@ -182,6 +182,8 @@ def test_a_request_paid_twice_without_a_kill_is_a_violation() -> None:
     # Excused only by a kill between the two bills, soon after the first: a call the kill left unsaved.
     first, again = (b["at"] for b in twice.bills)
     assert checks.paid_once(twice, [first + 0.05], 1.0) == []
+    # So is one sent during a round that hit a full disk (its result could not be written).
+    assert checks.paid_once(twice, [], 1.0, [(first - 0.01, first + 0.01)]) == []
     assert checks.paid_once(twice, [again + 0.01], 1.0) != []
 
 
@@ -246,6 +248,16 @@ def test_an_exit_code_its_summary_contradicts_is_a_violation() -> None:
     assert checks.exit_truthful(p, {"status": "complete", "complete": True}, False) == [
         "I4: plain run exited 0 (complete) but the records lack or differ in planned verdicts"
     ]
+
+
+def test_a_secret_in_a_run_file_or_an_output_is_found(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "shards").mkdir(parents=True)
+    (run / "summary.json").write_text('{"status": "complete"}')
+    assert records.secret_hits([run], ["all fine"], ["sk-chaos-1234"]) == []
+    (run / "shards" / "main-00001.jsonl").write_text('{"error_message": "bad key sk-chaos-1234"}\n')
+    found = records.secret_hits([run], ["Authorization: Bearer x"], ["sk-chaos-1234"])
+    assert found == ["output of process 0", str(run / "shards" / "main-00001.jsonl")]
 
 
 # --- the shrinker ------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ that start with the invariant's name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +63,12 @@ def spend_reported(summary: Mapping[str, Any] | None, ledger: Ledger, roles: dic
     return []
 
 
-def paid_once(ledger: Ledger, kills: list[float], window_s: float) -> list[str]:
+def paid_once(
+    ledger: Ledger, kills: list[float], window_s: float, stops: Sequence[tuple[float, float]] = ()
+) -> list[str]:
     """I3: no body billed twice beyond the calls a kill left without a stored result; no batch line
     submitted again while an earlier submission was answered or open."""
-    excused, unexcused = rebilled(ledger, kills, window_s)
+    excused, unexcused = rebilled(ledger, kills, window_s, stops)
     out = []
     if unexcused:
         out.append(

@@ -7,6 +7,7 @@ import itertools
 import json
 import urllib.request
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,14 +69,17 @@ def billed_by_model(ledger: Ledger, roles: dict[str, str]) -> defaultdict[str, f
 _ON_THE_WIRE_S = 0.1
 
 
-def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, list[str]]:
+def rebilled(
+    ledger: Ledger, kills: list[float], window_s: float, stops: Sequence[tuple[float, float]] = ()
+) -> tuple[int, list[str]]:
     """Bills beyond the first of each request body: (how many a kill excuses, the others described).
 
     A body billed again is excused only when its previous bill came in the `window_s` before a kill
     and the new one after it: a call the kill left without a stored result (in flight at the
     provider, or answered but still in the group-commit buffer). A bill whose answer never reached
     its client whole (a malformed, cut, reset or hung answer) is no answer: paying again after it is
-    the fault's doing, and the spend must count it (I2), not I3."""
+    the fault's doing, and the spend must count it (I2), not I3. `stops` are the (start, end) of rounds
+    that hit a full disk: what they were sent could not all be written, and a resume redoes it."""
     by_body: dict[str, list[dict[str, Any]]] = {}
     for b in sorted(ledger.bills, key=lambda b: b["at"]):
         by_body.setdefault(b["body"], []).append(b)
@@ -84,7 +88,8 @@ def rebilled(ledger: Ledger, kills: list[float], window_s: float) -> tuple[int, 
         for first, again in itertools.pairwise(bills):
             if not first.get("delivered", True):
                 continue  # its answer never reached the client whole: a retry pays again by nature
-            if any(t - window_s <= first["at"] <= t + _ON_THE_WIRE_S < again["at"] for t in kills):
+            killed = any(t - window_s <= first["at"] <= t + _ON_THE_WIRE_S < again["at"] for t in kills)
+            if killed or any(a <= first["at"] <= b < again["at"] for a, b in stops):
                 excused += 1
             else:
                 gap = again["at"] - first["at"]

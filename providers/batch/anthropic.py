@@ -136,8 +136,12 @@ def message_batch_info(batch: Any, input_file_id: str | None = None) -> BatchInf
 
 
 def output_line(result_line: bytes) -> bytes:
-    """One line of a results JSONL as the OpenAI output line the endpoint reads."""
-    rec = orjson.loads(result_line)
+    """One line of a results JSONL as the OpenAI output line the endpoint reads (a line that is not JSON
+    goes as it is: the endpoint sends again whatever it leaves without a result)."""
+    try:
+        rec = orjson.loads(result_line)
+    except orjson.JSONDecodeError:
+        return result_line
     custom_id = rec.get("custom_id") if isinstance(rec, dict) else None
     result = rec.get("result") if isinstance(rec, dict) else None
     result = result if isinstance(result, dict) else {}

@@ -1,6 +1,8 @@
 """The Batch API's remote operations: the OpenAI-compatible files + batches protocol over aiohttp (the
-fast path), and LiteLLM's batch functions for the providers that do not speak it (Anthropic, Gemini).
-Only translates; collecting, polling, retries and durability are providers/batch/endpoint.py."""
+fast path), and LiteLLM's batch functions (`openai/` models with use_litellm; LiteLLM 1.106 cannot batch
+Anthropic, which has its own client in providers/batch/anthropic.py, and the other providers are refused
+by the config: providers/batch/choose.py). Only translates; collecting, polling, retries and durability
+are providers/batch/endpoint.py."""
 
 from __future__ import annotations
 

@@ -46,7 +46,9 @@ def add_view_parser(sub: Any) -> None:
         ("disagree", "judges that disagree"),
     ):
         g.add_argument(f"--{flag}", action="store_true", help=f"pairs with {what}")
-    g.add_argument("--type", default="", dest="ctype", help="pairs with a constraint of this type")
+    g.add_argument(
+        "--type", default="", dest="ctype", metavar="TYPE", help="pairs with a constraint of this type"
+    )
     g.add_argument("--search", default="", help="pairs whose id, answer or judge replies hold this text")
     g.add_argument("--sample", type=int, default=20, help="pairs drawn from the rest (default 20)")
     g.add_argument("--limit", type=int, default=1000, help="at most this many pairs (default 1000)")
@@ -66,6 +68,24 @@ def run_view(args: argparse.Namespace) -> int:
             raise UsageError(f"--data {d}: no such file or directory")
     if args.export is not None:
         return _export(args, run_dir, data)
+    given = [
+        flag
+        for flag, value, default in (
+            ("--benchmark", args.benchmark, ""),
+            ("--model", args.model, ""),
+            ("--failed", args.failed, False),
+            ("--unparsed", args.unparsed, False),
+            ("--errors", args.errors, False),
+            ("--disagree", args.disagree, False),
+            ("--type", args.ctype, ""),
+            ("--search", args.search, ""),
+            ("--sample", args.sample, 20),
+            ("--limit", args.limit, 1000),
+        )
+        if value != default
+    ]
+    if given:  # the served pages filter in the browser: these would do nothing
+        raise UsageError(f"{', '.join(given)}: only with --export FILE.html")
     return _serve(args, run_dir, data)
 
 
@@ -74,7 +94,7 @@ def _export(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> 
     from ifsweep.runner.view.filters import Filters
     from ifsweep.runner.view.server import ViewState
 
-    state = ViewState.open(run_dir, data)
+    state = ViewState.open(run_dir, data, warm=False)
     filters = Filters(args.failed, args.unparsed, args.errors, args.disagree, args.ctype, args.search.strip())
     sel = Selection(filters, args.benchmark, args.model, args.sample, args.limit)
     n = write_export(state.index, state.source, sel, args.export, state.panel)

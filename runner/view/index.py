@@ -89,8 +89,7 @@ class RunIndex:
             if size < f.offset:  # the writer cut a damaged tail we had passed over: read on from there
                 f.offset = min(f.good_end, size)
             if size > f.offset:
-                for off, line in _lines(f):
-                    self._add(f, off, line, batch)
+                self._read(f, batch)
         self._locate(batch)
         return self.version - before
 
@@ -106,20 +105,28 @@ class RunIndex:
             key = bytes(batch.keys[16 * i : 16 * i + 16])
             self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
 
-    def _add(self, f: _File, off: int, line: bytes, batch: _Batch) -> None:
-        head = parse_line(line)
-        if type(head) is not tuple:
-            self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
-            return
-        key, kind, is_error = head
-        n = len(line) + 1
-        f.good_end = off + n
-        self.version += 1
-        batch.keys += normalized(key)
-        batch.locs.append(f.file_no << _OFF_BITS | off)
-        batch.metas.append(n << 1 | is_error)
-        if kind in ("generation", "judgment", "verdict"):
-            self._attach(kind, decode_record(line), key)
+    def _read(self, f: _File, batch: _Batch) -> None:
+        """Every whole line `f` gained: checked (the store's parse_line), located, and the records the
+        pages need attached. The loop every record of a run goes through once: names are bound locally."""
+        add_key, add_loc, add_meta = batch.keys.extend, batch.locs.append, batch.metas.append
+        file_bits, attach, loads = f.file_no << _OFF_BITS, self._attach, orjson.loads
+        valid, good_end = 0, f.good_end
+        for off, line in _lines(f):
+            head = parse_line(line)
+            if type(head) is not tuple:
+                self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
+                continue
+            key, kind, is_error = head
+            n = len(line) + 1
+            good_end = off + n
+            valid += 1
+            add_key(key if len(key) == 16 else normalized(key))
+            add_loc(file_bits | off)
+            add_meta(n << 1 | is_error)
+            if kind == "generation" or kind == "judgment" or kind == "verdict":
+                attach(kind, loads(line), key)  # checked above; its "_c" is never read
+        f.good_end = good_end
+        self.version += valid
 
     def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
         bench, model = str(rec.get("benchmark")), str(rec.get("model"))
@@ -143,9 +150,11 @@ class RunIndex:
             if gen_key and gen_key != entry.gen_key:  # the generation this verdict judged
                 entry.gen_key = gen_key
             self.judges.setdefault(mark.judge, None)
-            if (bench, iid) not in self.types:
+            types = self.types.get((bench, iid))
+            if types is None:
                 types = self.types[(bench, entry.instance_id)] = types_of(rec)
                 self.ctypes.setdefault(bench, set()).update(t for t in types if t)
+            entry.settle(len(types))
         elif kind == "generation":
             if entry.gen_key is None:
                 entry.gen_key = key
@@ -154,12 +163,10 @@ class RunIndex:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    def record(self, key: bytes | str) -> dict[str, Any] | None:
-        """The newest record of `key` (raw or hex), read back from its shard and checked again."""
+    def line(self, key: bytes | str) -> bytes | None:
+        """The newest line of `key` (raw or hex), read back from its shard and its checksum checked."""
         key = raw(key) if isinstance(key, str) else key
-        if not key:
-            return None
-        found = self.keys.get(key)
+        found = self.keys.get(key) if key else None
         if found is None:
             return None
         file_no, offset, length, _ = found
@@ -170,10 +177,12 @@ class RunIndex:
         head = parse_line(line)
         if type(head) is not tuple or head[0] != key:
             raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
-        try:
-            return decode_record(line)
-        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
-            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
+        return line
+
+    def record(self, key: bytes | str) -> dict[str, Any] | None:
+        """The newest record of `key` (raw or hex), decoded."""
+        line = self.line(key)
+        return None if line is None else decode_record(line)
 
     def close(self) -> None:
         for fd in self._fds.values():

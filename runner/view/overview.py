@@ -179,7 +179,9 @@ def errors_by_kind(index: RunIndex) -> dict[str, int]:
         for e in entries.values():
             if not any(m.is_error for m in e.marks):
                 continue
-            kind = _why(index, e)
+            kind = e.why
+            if kind is None:  # read once per verdict: a failing run's overview is redrawn often
+                kind = e.why = _why(index, e)
             kinds[kind] = kinds.get(kind, 0) + 1
     return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 

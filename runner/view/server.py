@@ -9,6 +9,7 @@ they may load from (Content-Security-Policy 'self'), so a page can reach no othe
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -22,9 +23,9 @@ from ifsweep.runner.view.detail import instance_detail
 from ifsweep.runner.view.filters import Filters
 from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
 from ifsweep.runner.view.index import RunIndex
-from ifsweep.runner.view.instance_page import instance_page
+from ifsweep.runner.view.instance_page import Walk, instance_page
 from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview
-from ifsweep.runner.view.pages import list_page, overview_page
+from ifsweep.runner.view.pages import list_page, matching, overview_page
 from ifsweep.runner.view.sources import InstanceSource
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ class ViewState:
     _overview_seen: tuple[int, float] = (-1, 0.0)
 
     @classmethod
-    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
+    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = (), *, warm: bool = True) -> ViewState:
+        """`warm`: compute the leaderboards and the first overview now (a server; not an export)."""
         from ifsweep.runner.store.manifest import ManifestError, read_manifest
 
         try:
@@ -66,8 +68,9 @@ class ViewState:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
         state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
-        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
-        state.overview()  # the first page is ready before the URL is printed
+        if warm:
+            state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+            state.overview()  # the first page is ready before the URL is printed
         return state
 
     @property
@@ -144,18 +147,54 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
         d = instance_detail(state.index, state.source, rest[0], rest[1], rest[2], state.panel)
         if d is None:
             return _not_found(f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}")
-        return _html(instance_page(d, state.links, state.run))
+        return _html(instance_page(d, state.links, state.run, _walk(state, rest, query)))
     return _not_found("no such page")
 
 
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
-def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
-    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group."""
+def loopback_hosts(port: int) -> frozenset[str]:
+    """The Host headers a loopback-bound viewer answers: a page of another site that a rebound DNS name
+    points at 127.0.0.1 sends its own name, and gets nothing (as Jupyter does)."""
+    return frozenset(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
+
+
+def _answered(sock: socket.socket) -> frozenset[str] | None:
+    host, port = sock.getsockname()[:2]
+    try:
+        loopback = ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        loopback = False
+    return loopback_hosts(port) if loopback else None
+
+
+def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
+    """Previous and next in the list the instance page was opened from, with that list's filters."""
+    f = Filters.from_query(query)
+    if f.any:
+        kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    else:  # the whole list, in the index's order (copied at C speed: lists run to 100k pairs)
+        kept = list(state.index.groups.get((names[0], names[1]), {}))
+    try:
+        at = kept.index(names[2])
+    except ValueError:
+        return None  # not in that list (any more): no walk
+    before = kept[at - 1] if at > 0 else None
+    after = kept[at + 1] if at + 1 < len(kept) else None
+    return Walk(f.query(), before, after, at + 1, len(kept))
+
+
+def make_app(
+    state: ViewState, spawn: Spawn | None = None, hosts: frozenset[str] | None = None
+) -> web.Application:
+    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group;
+    `hosts`: the Host headers answered (None: any, for a viewer bound to another interface on purpose)."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if hosts is not None and request.headers.get("Host", "").lower() not in hosts:
+            return web.Response(status=403, text="unknown Host header\n", headers=_HEADERS)
         if request.method not in ("GET", "HEAD"):
             return web.Response(
                 status=405, text="read-only: GET and HEAD only\n", headers={"Allow": "GET, HEAD", **_HEADERS}
@@ -210,7 +249,8 @@ async def serve_forever(state: ViewState, sock: socket.socket, ready: Callable[[
         def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
             tg.start_soon(work)
 
-        runner = web.AppRunner(make_app(state, spawn), access_log=None, handle_signals=False)
+        hosts = _answered(sock)
+        runner = web.AppRunner(make_app(state, spawn, hosts), access_log=None, handle_signals=False)
         await runner.setup()
         try:
             site = web.SockSite(runner, sock)
