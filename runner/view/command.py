@@ -94,7 +94,7 @@ def _export(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> 
     from ifsweep.runner.view.filters import Filters
     from ifsweep.runner.view.server import ViewState
 
-    state = ViewState.open(run_dir, data)
+    state = ViewState.open(run_dir, data, warm=False)
     filters = Filters(args.failed, args.unparsed, args.errors, args.disagree, args.ctype, args.search.strip())
     sel = Selection(filters, args.benchmark, args.model, args.sample, args.limit)
     n = write_export(state.index, state.source, sel, args.export, state.panel)

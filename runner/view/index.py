@@ -163,12 +163,10 @@ class RunIndex:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    def record(self, key: bytes | str) -> dict[str, Any] | None:
-        """The newest record of `key` (raw or hex), read back from its shard and checked again."""
+    def line(self, key: bytes | str) -> bytes | None:
+        """The newest line of `key` (raw or hex), read back from its shard and its checksum checked."""
         key = raw(key) if isinstance(key, str) else key
-        if not key:
-            return None
-        found = self.keys.get(key)
+        found = self.keys.get(key) if key else None
         if found is None:
             return None
         file_no, offset, length, _ = found
@@ -179,10 +177,12 @@ class RunIndex:
         head = parse_line(line)
         if type(head) is not tuple or head[0] != key:
             raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
-        try:
-            return decode_record(line)
-        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
-            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
+        return line
+
+    def record(self, key: bytes | str) -> dict[str, Any] | None:
+        """The newest record of `key` (raw or hex), decoded."""
+        line = self.line(key)
+        return None if line is None else decode_record(line)
 
     def close(self) -> None:
         for fd in self._fds.values():

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, searchable, select
+import orjson
+
+from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, select
 from ifsweep.runner.view.html import Links, crumbs, esc, link, page, table, usd
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.marks import Entry, Mark
@@ -18,6 +20,7 @@ __all__ = [
     "matching",
     "overview_body",
     "overview_page",
+    "pair_texts",
     "summary_html",
 ]
 
@@ -156,10 +159,28 @@ def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]
     def types_of(iid: str) -> tuple[str | None, ...]:
         return index.types.get((bench, iid), ())
 
-    def texts_of(e: Entry) -> Iterable[str]:
-        return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
+    entries = index.groups.get((bench, model), {}).values()
+    return select(entries, types_of, f, pair_texts(index, f.text))
 
-    return select(index.groups.get((bench, model), {}).values(), types_of, f, texts_of)
+
+def pair_texts(index: RunIndex, needle: str) -> Callable[[Entry], Iterator[str]]:
+    """A pair's texts a search for `needle` looks in: its answer and judge replies. A record whose raw
+    line cannot hold the needle is not decoded: for a needle of plain ASCII (no quote, backslash or
+    control character), a text holding it puts those very bytes, lower-cased, in an ASCII line."""
+    folded = needle.casefold()
+    plain = folded.isascii() and '"' not in folded and "\\" not in folded and folded.isprintable()
+    probe = folded.encode()
+
+    def texts_of(e: Entry) -> Iterator[str]:
+        for key in [e.gen_key, *e.calls]:
+            line = index.line(key) if key else None
+            if line is None or (plain and line.isascii() and probe not in line.lower()):
+                continue
+            text = orjson.loads(line).get("text")
+            if isinstance(text, str):
+                yield text
+
+    return texts_of
 
 
 def _preview(index: RunIndex, e: Entry) -> str:

@@ -58,7 +58,8 @@ class ViewState:
     _overview_seen: tuple[int, float] = (-1, 0.0)
 
     @classmethod
-    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
+    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = (), *, warm: bool = True) -> ViewState:
+        """`warm`: compute the leaderboards and the first overview now (a server; not an export)."""
         from ifsweep.runner.store.manifest import ManifestError, read_manifest
 
         try:
@@ -67,8 +68,9 @@ class ViewState:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
         state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
-        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
-        state.overview()  # the first page is ready before the URL is printed
+        if warm:
+            state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
+            state.overview()  # the first page is ready before the URL is printed
         return state
 
     @property
@@ -170,7 +172,10 @@ def _answered(sock: socket.socket) -> frozenset[str] | None:
 def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
     """Previous and next in the list the instance page was opened from, with that list's filters."""
     f = Filters.from_query(query)
-    kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    if f.any:
+        kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    else:  # the whole list, in the index's order (copied at C speed: lists run to 100k pairs)
+        kept = list(state.index.groups.get((names[0], names[1]), {}))
     try:
         at = kept.index(names[2])
     except ValueError:
