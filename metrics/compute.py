@@ -21,13 +21,15 @@ def validated(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.L
     """`prepared(rows)` and the judges they hold, after one streaming pass found no row breaking the
     contract (else VerdictError naming the first such row)."""
     lf = prepared(rows)
-    counts = lf.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n"))
-    found = streamed(pl.concat([any_problem(lf, catalog), counts], how="horizontal"))
-    if found.item(0, "bad"):
+    found = streamed(any_problem(lf, catalog))
+    if found.get_column("bad").any():
         raise VerdictError(describe_problem(streamed(first_problem(lf, catalog))))
-    if found.item(0, "distinct") < found.item(0, "n"):
+    # A query of its own: joined to the check above in one select, the pass ran in memory (7 GB of
+    # peak RSS over 30M rows, against 1.5 GB for the check alone).
+    counts = streamed(lf.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n")))
+    if counts.item(0, "distinct") < counts.item(0, "n"):
         _one_verdict_each(lf)
-    return lf, found.item(0, "judges").to_list()
+    return lf, found.get_column("judge").to_list()
 
 
 def all_components(rows: pl.LazyFrame, catalog: Catalog) -> Components:
