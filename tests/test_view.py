@@ -334,6 +334,36 @@ def test_constraint_type_and_text_filters(run_dir: Path, viewer: str) -> None:
     assert holding <= set(re.findall(r'class="iid">([^<]+)<', html))
 
 
+def searched(run: Path, bench: str, model: str, needle: str) -> set[str]:
+    """The instances of (bench, model) whose id, answer or a judge reply holds `needle`, any case."""
+    folded, out = needle.casefold(), set()
+    gens = newest(run, "generation")
+    for (b, m, iid), by_judge in verdicts_by_pair(run).items():
+        if (b, m) != (bench, model):
+            continue
+        texts = [iid, gens[next(iter(by_judge.values()))["gen_key"]]["text"] or ""]
+        texts += [r for j, _ in JUDGES for r in judge_replies(run, (b, m, iid), j)]
+        if any(folded in t.casefold() for t in texts):
+            out.add(iid)
+    return out
+
+
+def test_text_search_in_any_case_and_script(run_dir: Path, viewer: str) -> None:
+    replies = [r["text"] for r in newest(run_dir, "judgment").values() if r["benchmark"] == "cfbench"]
+    chinese = next(t for t in replies if t and not t.isascii())
+    chinese = next(w for w in chinese.split() if not w.isascii())[:3]
+    answer = next(
+        g["text"] for g in newest(run_dir, "generation").values() if g["model"] == "alpha" and g["text"]
+    )
+    word = answer.split()[5]
+    for needle in (chinese, word.upper(), word.lower(), f'{word} "', "YES"):
+        want = searched(run_dir, "cfbench", "alpha", needle)
+        html = get(viewer, f"/list/cfbench/alpha?q={quote(needle)}")
+        assert set(re.findall(r'class="iid">([^<]+)<', html)) == want, needle
+        assert f'<span id="matched">{len(want)}</span>' in html
+    assert searched(run_dir, "cfbench", "alpha", chinese) and searched(run_dir, "cfbench", "alpha", word)
+
+
 def test_the_overview_counts_match_the_records(run_dir: Path, viewer: str) -> None:
     html = get(viewer, "/")
     pairs = verdicts_by_pair(run_dir)

@@ -15,13 +15,13 @@ from itertools import zip_longest
 from pathlib import Path
 
 from ifsweep.runner.view.detail import instance_detail
-from ifsweep.runner.view.filters import Filters, flags_of, searchable, select
+from ifsweep.runner.view.filters import Filters, flags_of, select
 from ifsweep.runner.view.html import AnchorLinks, anchor, esc, link, page, table
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.instance_page import instance_body
 from ifsweep.runner.view.marks import Entry
 from ifsweep.runner.view.overview import leaderboards, overview
-from ifsweep.runner.view.pages import marks_cell, overview_body
+from ifsweep.runner.view.pages import marks_cell, overview_body, pair_texts
 from ifsweep.runner.view.sources import InstanceSource
 
 __all__ = ["Chosen", "Selection", "choose", "export_html"]
@@ -81,12 +81,9 @@ def _split(
     def types_of(iid: str) -> tuple[str | None, ...]:
         return index.types.get((bench, iid), ())
 
-    def texts_of(e: Entry) -> Iterable[str]:
-        return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
-
     entries = list(entries)
     if filters.any:
-        kept = {id(e) for e in select(entries, types_of, filters, texts_of)}
+        kept = {id(e) for e in select(entries, types_of, filters, pair_texts(index, filters.text))}
         return [(e, "filter") for e in entries if id(e) in kept], [e for e in entries if id(e) not in kept]
     whys = [(e, _why(e, types_of(e.instance_id))) for e in entries]
     return [(e, why) for e, why in whys if why], [e for e, why in whys if not why]

@@ -124,10 +124,3 @@ def select(
         for e in kept
         if needle in e.instance_id.casefold() or any(needle in t.casefold() for t in texts_of(e))
     ]
-
-
-def searchable(records: Iterable[Mapping[str, Any] | None]) -> Iterable[str]:
-    """The texts of records (answers, judge replies) a search looks in."""
-    for rec in records:
-        if rec is not None and isinstance(rec.get("text"), str):
-            yield rec["text"]

@@ -23,7 +23,7 @@ from ifsweep.runner.store.keyindex import KeyIndex, normalized
 from ifsweep.runner.store.shards import DamageReport, decode_record, parse_line, shard_files
 from ifsweep.runner.view.marks import Entry, mark_of, raw, types_of
 
-__all__ = ["RunIndex"]
+__all__ = ["RunIndex", "count_lines"]
 
 _CHUNK = 16 << 20
 _OFF_BITS = 40  # KeyIndex's packing: the file number above a 40-bit offset
@@ -63,6 +63,7 @@ class RunIndex:
     ctypes: dict[str, set[str]] = field(default_factory=dict)  # benchmark -> every constraint type seen
     damaged: list[DamageReport] = field(default_factory=list)
     version: int = 0  # valid lines read so far: what caches of derived views key on
+    behind: bool = False  # the last refresh stopped at its limit: the shards hold more than is indexed
     _files: list[_File] = field(default_factory=list)
     _by_path: dict[Path, _File] = field(default_factory=dict)
     _fds: dict[int, int] = field(default_factory=dict)
@@ -73,10 +74,19 @@ class RunIndex:
         index.refresh()
         return index
 
-    def refresh(self) -> int:
-        """Read what the shards gained since the last call; returns the number of new valid lines."""
+    @property
+    def lines_read(self) -> int:
+        """Whole lines read so far, valid or damaged."""
+        return self.version + len(self.damaged)
+
+    def refresh(self, limit: int | None = None) -> int:
+        """Read what the shards gained since the last call; returns the number of new valid lines.
+        With `limit`, stop after about that many bytes (whole lines): `behind` then says more remain,
+        so a server reads a large run in steps and answers requests between them."""
         before = self.version
         batch = _Batch()
+        budget = limit
+        self.behind = False
         for _, _, path in shard_files(self.run_dir):
             f = self._by_path.get(path)
             if f is None:
@@ -88,8 +98,13 @@ class RunIndex:
                 continue
             if size < f.offset:  # the writer cut a damaged tail we had passed over: read on from there
                 f.offset = min(f.good_end, size)
-            if size > f.offset:
-                self._read(f, batch)
+            if size > f.offset and budget is not None and budget <= 0:
+                self.behind = True
+            elif size > f.offset:
+                start = f.offset
+                self._read(f, batch, budget)
+                budget = None if budget is None else budget - (f.offset - start)
+                self.behind |= budget is not None and f.offset < size
         self._locate(batch)
         return self.version - before
 
@@ -105,13 +120,13 @@ class RunIndex:
             key = bytes(batch.keys[16 * i : 16 * i + 16])
             self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
 
-    def _read(self, f: _File, batch: _Batch) -> None:
+    def _read(self, f: _File, batch: _Batch, limit: int | None) -> None:
         """Every whole line `f` gained: checked (the store's parse_line), located, and the records the
         pages need attached. The loop every record of a run goes through once: names are bound locally."""
         add_key, add_loc, add_meta = batch.keys.extend, batch.locs.append, batch.metas.append
         file_bits, attach, loads = f.file_no << _OFF_BITS, self._attach, orjson.loads
         valid, good_end = 0, f.good_end
-        for off, line in _lines(f):
+        for off, line in _lines(f, limit):
             head = parse_line(line)
             if type(head) is not tuple:
                 self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
@@ -163,12 +178,10 @@ class RunIndex:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    def record(self, key: bytes | str) -> dict[str, Any] | None:
-        """The newest record of `key` (raw or hex), read back from its shard and checked again."""
+    def line(self, key: bytes | str) -> bytes | None:
+        """The newest line of `key` (raw or hex), read back from its shard and its checksum checked."""
         key = raw(key) if isinstance(key, str) else key
-        if not key:
-            return None
-        found = self.keys.get(key)
+        found = self.keys.get(key) if key else None
         if found is None:
             return None
         file_no, offset, length, _ = found
@@ -179,10 +192,12 @@ class RunIndex:
         head = parse_line(line)
         if type(head) is not tuple or head[0] != key:
             raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
-        try:
-            return decode_record(line)
-        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
-            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
+        return line
+
+    def record(self, key: bytes | str) -> dict[str, Any] | None:
+        """The newest record of `key` (raw or hex), decoded."""
+        line = self.line(key)
+        return None if line is None else decode_record(line)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -190,14 +205,16 @@ class RunIndex:
         self._fds.clear()
 
 
-def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
+def _lines(f: _File, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(offset, line without its newline) of every whole line past `f.offset`; advances it. A line still
-    being written (no newline yet) is left for the next refresh."""
+    being written (no newline yet) is left for the next refresh. With `limit`, stops after the piece
+    that reaches about that many bytes (a line longer than that is still read whole)."""
     with open(f.path, "rb", buffering=0) as fh:
         fh.seek(f.offset)
         rest = b""
-        while True:
-            chunk = fh.read(_CHUNK)
+        start = f.offset
+        while limit is None or f.offset - start < limit:
+            chunk = fh.read(_CHUNK if limit is None else min(_CHUNK, max(limit - len(rest), 1 << 16)))
             if not chunk:
                 return
             data = rest + chunk if rest else chunk
@@ -211,3 +228,17 @@ def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
                 off += len(line) + 1
             f.offset = off
             rest = data[end + 1 :]
+
+
+def count_lines(run_dir: Path) -> int:
+    """Whole lines in the run's shards now: what an index reading them all will have read (valid and
+    damaged), so a server can say how far its first pass has come. Reads files only (a worker thread)."""
+    total = 0
+    for _, _, path in shard_files(run_dir):
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                while chunk := fh.read(_CHUNK):
+                    total += chunk.count(b"\n")
+        except FileNotFoundError:
+            continue
+    return total

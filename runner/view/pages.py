@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, searchable, select
+import orjson
+
+from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, select
 from ifsweep.runner.view.html import Links, crumbs, esc, link, page, table, usd
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.marks import Entry, Mark
@@ -18,6 +20,7 @@ __all__ = [
     "matching",
     "overview_body",
     "overview_page",
+    "pair_texts",
     "summary_html",
 ]
 
@@ -27,6 +30,11 @@ def summary_html(ov: Overview) -> str:
     kinds = ", ".join(f"{k}: {n}" for k, n in ov.errors_by_kind.items())
     parts = [
         f'<span class="state state-{esc(ov.state.replace(" ", "-"))}">{esc(state)}</span>',
+        *(
+            [f'<span class="indexing warn">{esc(ov.indexing)}; the counts are of those</span>']
+            if ov.indexing
+            else []
+        ),
         f"spent {usd(ov.spent_usd)}",
         f"pairs in error: {esc(kinds)}" if kinds else "no pairs in error",
     ]
@@ -73,7 +81,7 @@ def overview_page(ov: Overview, links: Links) -> str:
     return page(
         f"{ov.run} · ifsweep view",
         overview_body(ov, links),
-        refresh_s=5 if ov.state == "running" else 0,
+        refresh_s=2 if ov.indexing else 5 if ov.state == "running" else 0,
         crumbs=crumbs(links, ov.run),
     )
 
@@ -130,7 +138,9 @@ def list_page(
     page_no: int,
     links: Links,
     judges: Sequence[str | None],
+    progress: str = "",
 ) -> str:
+    """`progress`: how far the server's first pass over the shards is, while it runs."""
     group = index.groups.get((bench, model), {})
     kept = matching(index, bench, model, f)
     pages = max(1, -(-len(kept) // PAGE_SIZE))
@@ -144,10 +154,14 @@ def list_page(
     body = (
         f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"
         f'<p class="count"><span id="matched">{len(kept)}</span> of {len(group)} instances'
-        f" · page {page_no} of {pages}</p>{table(head, rows, 'grid list')}{pager}"
+        f" · page {page_no} of {pages}{_indexing(progress)}</p>{table(head, rows, 'grid list')}{pager}"
     )
     trail = crumbs(links, index.run_dir.resolve().name, (links.group(bench, model), f"{bench} · {model}"))
     return page(f"{bench} · {model} · ifsweep view", body, crumbs=trail)
+
+
+def _indexing(progress: str) -> str:
+    return f' · <span class="indexing warn">{esc(progress)}: the list holds those</span>' if progress else ""
 
 
 def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]:
@@ -156,10 +170,28 @@ def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]
     def types_of(iid: str) -> tuple[str | None, ...]:
         return index.types.get((bench, iid), ())
 
-    def texts_of(e: Entry) -> Iterable[str]:
-        return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
+    entries = index.groups.get((bench, model), {}).values()
+    return select(entries, types_of, f, pair_texts(index, f.text))
 
-    return select(index.groups.get((bench, model), {}).values(), types_of, f, texts_of)
+
+def pair_texts(index: RunIndex, needle: str) -> Callable[[Entry], Iterator[str]]:
+    """A pair's texts a search for `needle` looks in: its answer and judge replies. A record whose raw
+    line cannot hold the needle is not decoded: for a needle of plain ASCII (no quote, backslash or
+    control character), a text holding it puts those very bytes, lower-cased, in an ASCII line."""
+    folded = needle.casefold()
+    plain = folded.isascii() and '"' not in folded and "\\" not in folded and folded.isprintable()
+    probe = folded.encode()
+
+    def texts_of(e: Entry) -> Iterator[str]:
+        for key in [e.gen_key, *e.calls]:
+            line = index.line(key) if key else None
+            if line is None or (plain and line.isascii() and probe not in line.lower()):
+                continue
+            text = orjson.loads(line).get("text")
+            if isinstance(text, str):
+                yield text
+
+    return texts_of
 
 
 def _preview(index: RunIndex, e: Entry) -> str:
