@@ -73,6 +73,8 @@ class RunIndex:
     _files: list[_File] = field(default_factory=list)
     _by_path: dict[Path, _File] = field(default_factory=dict)
     _fds: dict[int, int] = field(default_factory=dict)
+    _pending: _Batch = field(default_factory=_Batch)  # located lines not yet loaded into `keys`
+    _recent: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # their newest (loc, meta) by key
 
     @classmethod
     def build(cls, run_dir: Path) -> RunIndex:
@@ -115,16 +117,23 @@ class RunIndex:
         return self.version - before
 
     def _locate(self, batch: _Batch) -> None:
-        """Many new lines in one vectorized load; a few (a live sweep's latest) one by one, since a load
-        rebuilds the whole table."""
-        n = len(batch.locs)
-        if n > len(self.keys) // 8:
-            self.keys.load(batch.keys, batch.locs, batch.metas)
-            return
-        for i in range(n):
-            loc, meta = batch.locs[i], batch.metas[i]
-            key = bytes(batch.keys[16 * i : 16 * i + 16])
-            self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
+        """The lines' locations, gathered in `_pending` (and newest per key in `_recent`, which reads
+        consult meanwhile) until they are an eighth of the table, then added in one vectorized load,
+        which rebuilds it: a run read in many steps, or a live sweep's few lines at a time, costs a
+        dict entry a line and O(log n) loads, not a probe of the table in Python per line."""
+        keys, locs, metas, recent = batch.keys, batch.locs, batch.metas, self._recent
+        for i in range(len(locs)):
+            key, meta = bytes(keys[16 * i : 16 * i + 16]), metas[i]
+            old = recent.get(key)
+            if old is None or not meta & 1 or old[1] & 1:  # an error never replaces a success
+                recent[key] = (locs[i], meta)
+        pending = self._pending
+        pending.keys += keys
+        pending.locs.extend(locs)
+        pending.metas.extend(metas)
+        if len(pending.locs) > len(self.keys) // 8:
+            self.keys.load(pending.keys, pending.locs, pending.metas)
+            self._pending, self._recent = _Batch(), {}
 
     def _read(self, f: _File, batch: _Batch, limit: int | None) -> None:
         """Every whole line `f` gained: checked, located, and the records the pages need attached. The
@@ -212,7 +221,12 @@ class RunIndex:
     def line(self, key: bytes | str) -> bytes | None:
         """The newest line of `key` (raw or hex), read back from its shard and its checksum checked."""
         key = raw(key) if isinstance(key, str) else key
-        found = self.keys.get(key) if key else None
+        if not key:
+            return None
+        found, newer = self.keys.get(key), self._recent.get(normalized(key))
+        if newer is not None and (found is None or found[3] or not newer[1] & 1):
+            loc, meta = newer
+            found = (loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
         if found is None:
             return None
         file_no, offset, length, _ = found
