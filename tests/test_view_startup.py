@@ -95,3 +95,37 @@ def test_the_url_is_served_before_the_index_is_complete_and_counts_converge(tmp_
             assert row is not None
             cells = re.findall(r"<td>(.*?)</td>", row.group(1))  # ..., pairs, judged, 3 flags, cost
             assert cells[-6:-4] == [f'<span class="num">{INSTANCES}</span>'] * 2
+
+
+def test_lines_read_since_the_last_load_are_found_with_the_stores_precedence(tmp_path: Path) -> None:
+    """A few lines after a large read wait for the next vectorized load of the key table; reads find
+    them meanwhile, the newest per key, an error never replacing a success, as after the load."""
+    from ifsweep.runner.view.index import RunIndex
+
+    def gen(key: str, status: str, text: str) -> bytes:
+        where = {"model": "m", "benchmark": "cfbench", "instance_id": key[:4]}
+        return encode_line({"v": 2, "kind": "generation", "key": key, "status": status, "text": text} | where)
+
+    run = tmp_path / "run"
+    (run / "shards").mkdir(parents=True)
+    shard = run / "shards" / "main-00001.jsonl"
+    shard.write_bytes(b"".join(gen(record_key(["f", i]), "ok", f"filler {i}") for i in range(400)))
+    index = RunIndex.build(run)
+    ok_then_error, error_then_ok, retried = record_key("a"), record_key("b"), record_key("c")
+    with open(shard, "ab") as f:
+        f.write(gen(ok_then_error, "ok", "kept") + gen(ok_then_error, "error", "lost"))
+        f.write(gen(error_then_ok, "error", "lost") + gen(error_then_ok, "ok", "kept"))
+        f.write(gen(retried, "error", "first") + gen(retried, "error", "newest"))
+        f.write(gen(record_key(["f", 3]), "error", "lost"))  # a loaded success, then a pending error
+    assert index.refresh() == 7
+
+    def texts() -> list[object]:
+        keys = (ok_then_error, error_then_ok, retried, record_key(["f", 3]), record_key(["f", 4]))
+        return [(index.record(k) or {}).get("text") for k in keys]
+
+    want = ["kept", "kept", "newest", "filler 3", "filler 4"]
+    assert texts() == want
+    with open(shard, "ab") as f:  # enough new lines to load them all into the table
+        f.write(b"".join(gen(record_key(["g", i]), "ok", "more") for i in range(100)))
+    index.refresh()
+    assert not index._recent and texts() == want
