@@ -210,13 +210,8 @@ class AnthropicAPI:
         return ratelimit_headers(self._host.rate_limits) if self._host.config.send_ratelimit_headers else {}
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        stats = self._host.stats
-        stats.requests += 1
-        stats.enter()
-        try:
+        with self._host.stats.serving():
             return await self._messages_inner(request)
-        finally:
-            stats.leave()
 
     async def _messages_inner(self, request: web.Request) -> web.StreamResponse:
         host, stats = self._host, self._host.stats

@@ -275,13 +275,8 @@ class Simulator:
         return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        stats = self._stats
-        stats.requests += 1
-        stats.enter()
-        try:
+        with self._stats.serving():
             return await self._chat_inner(request)
-        finally:
-            stats.leave()
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         self._stats.status_counts[status] += 1

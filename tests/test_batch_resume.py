@@ -227,3 +227,72 @@ def test_cancel_looks_up_a_batch_whose_creation_was_never_recorded(
     cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
     assert main(["run", str(cfg)]) == 0
     assert Counter(sim.stats.batch_requests) == before
+
+
+def unasked_batch_spend(sim: SimulatorThread, adopted: bool) -> float:
+    """A pool whose journal holds one submitted batch (2 requests, finished at the simulator) that
+    nobody asks for: what the budget counts for it once the driver stops."""
+    import aiohttp
+    import anyio
+    import orjson
+
+    from ifsweep.providers.batch.clients import OpenAIBatchClient
+    from ifsweep.providers.batch.endpoint import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    spec = EndpointSpec(
+        label="m",
+        model="openai/sim-m",
+        api_base=sim.base_url,
+        params={"max_tokens": 64},
+        price=Price(1.0, 4.0),
+        batch=BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1),
+    )
+    body = {"model": "sim-m", "messages": [{"role": "user", "content": "say something"}], "max_tokens": 64}
+    lines = b"".join(
+        orjson.dumps({"custom_id": k, "method": "POST", "url": "/v1/chat/completions", "body": body}) + b"\n"
+        for k in ("k1", "k2")
+    )
+
+    async def go() -> float:
+        async with aiohttp.ClientSession() as session:
+            client = OpenAIBatchClient(session, sim.base_url, "sk-test")
+            file_id = await client.upload(lines)
+            batch = await client.create(file_id, {})
+        journal = MemoryJournal()
+        record = {
+            "kind": "batch",
+            "key": "i1",
+            "state": "submitted",
+            "endpoint": "m",
+            "model": "openai/sim-m",
+            "custom_ids": ["k1", "k2"],
+            "input_file_id": file_id,
+            "batch_id": batch.id,
+            "reserved_usd": 0.002,
+        }
+        journal.append(record | ({"adopted": True} if adopted else {}))
+        budget = Budget(None)
+        async with ProviderPool(budget=budget, journal=journal) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                for _ in range(600):  # until it is polled and its results read (30 s at most)
+                    if endpoint.progress().done:
+                        break
+                    await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        assert endpoint.progress().done
+        return float(budget.spent_usd)
+
+    return anyio.run(go)
+
+
+def test_results_of_another_writers_batch_nobody_asked_for_are_not_charged_here(sim: SimulatorThread) -> None:
+    """A partition that collects a dead partition's batch but never asks for its keys (they are the
+    other partition's pairs) charges nothing for it: that writer pays when its run stores them. Its own
+    unasked results it charges at their cost, as before."""
+    assert unasked_batch_spend(sim, adopted=False) > 0
+    assert unasked_batch_spend(sim, adopted=True) == 0.0

@@ -121,6 +121,19 @@ def disk_full_stop(proc: Proc, run_dir: Path) -> list[str]:
     return [*out, f"I4: a full disk ended {who} with exit {proc.code} and no disk-full message: {last}"]
 
 
+def coordinator_gone_stop(proc: Proc) -> list[str]:
+    """I4 when the coordinator goes away for good: the run ends (coordinator_timeout_s), exit 1 saying
+    why, or ends before that on its own terms; it never hangs (Proc.finish kills it after its limit)."""
+    who = proc.partition or "plain run"
+    said = (proc.out + proc.err).lower()
+    if "[chaos] killed after" in proc.err:
+        return [f"I4: {who} never ended with its coordinator gone"]
+    if proc.code == 1 and "coordinator" not in said and "ended in error" not in said:
+        last = (proc.err.strip().splitlines() or [""])[-1][:200]
+        return [f"I4: {who} exited 1 with its coordinator gone, without saying so: {last}"]
+    return []
+
+
 def refused_cleanly(proc: Proc, before: dict[str, str], after: dict[str, str], sent: int) -> list[str]:
     """I5: a changed input the manifest refuses: exit 2, the directory unchanged, nothing sent."""
     out = []

@@ -41,6 +41,7 @@ class Round:
     plain: bool = False  # one process even when the scenario runs partitions
     disk_full: bool = False  # the disk has only Scenario.disk_full_kb left while this round runs
     overlap: bool = False  # a second plain run on the same directory at the same time
+    redis_gone: bool = False  # the coordinator goes away for good (back only after the round)
 
 
 @dataclass(slots=True)
@@ -75,6 +76,8 @@ def plan_rounds(s: Scenario, first: Stage, *, disk: bool) -> tuple[list[Round], 
     rounds = [Round(first, disk_full=True)] if disk else []
     kill = kills.pop(0) if kills else None
     rounds.append(Round(first, kill, redis_restart=s.redis_restart, overlap=s.overlap))
+    if s.redis_gone:
+        rounds.append(Round(first, redis_gone=True))
     stage = first
     for edit in s.edits:
         if edit == "max_tokens":  # params are part of every key: the resume must be refused
@@ -158,11 +161,16 @@ class Play:
         restart = self._restart_redis() if rnd.redis_restart else None
         if rnd.kill is not None:
             self._kill(procs, sent0, rnd.kill)
+        if rnd.redis_gone and self.redis is not None and self._calling(procs, sent0):
+            time.sleep(0.3)
+            self.redis.stop()
         for p in procs:
             p.finish()
             self.texts += [p.out, p.err]
         if restart is not None:
             restart.join()
+        if rnd.redis_gone and self.redis is not None:
+            self.redis.start()  # back for the next round
         if self.disk is not None:
             self.disk.empty()
         if rnd.disk_full:
@@ -171,12 +179,18 @@ class Play:
         self.log(f"  round {self.out.rounds}: exit {codes}, {self.sent() - sent0} requests")
         return procs
 
-    def _kill(self, procs: list[Proc], sent0: int, delay: float) -> None:
+    def _calling(self, procs: list[Proc], sent0: int) -> bool:
+        """Wait until this round's processes have sent their first request; False if none will."""
         deadline = time.monotonic() + 60
-        while self.sent() == sent0 and any(p.popen.poll() is None for p in procs):
-            if time.monotonic() > deadline:
-                return
+        while self.sent() == sent0:
+            if time.monotonic() > deadline or all(p.popen.poll() is not None for p in procs):
+                return False
             time.sleep(0.005)
+        return True
+
+    def _kill(self, procs: list[Proc], sent0: int, delay: float) -> None:
+        if not self._calling(procs, sent0):
+            return
         time.sleep(delay)
         alive = [p for p in procs if p.popen.poll() is None]
         if alive:
@@ -213,6 +227,8 @@ class Play:
         if rnd.overlap:  # which of two runs on one directory may say what is unclear: check the end
             single = False
         for p in procs:
+            if rnd.redis_gone and not p.killed:
+                v += checks.coordinator_gone_stop(p)
             if rnd.disk_full and not p.killed:
                 v += checks.disk_full_stop(p, self.run_dir)
             elif not p.killed:

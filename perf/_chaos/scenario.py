@@ -52,6 +52,7 @@ class Scenario:
     flush_ms: float
     disk_full_kb: int = 0  # a round whose disk (a tmpfs) has only this much room left; 0: none
     overlap: bool = False  # the first round starts a second plain run on the same directory
+    redis_gone: bool = False  # a round whose coordinator goes away for good (coordinator_timeout_s)
     dropped: tuple[str, ...] = ()  # components removed by name (shrinking, --without)
 
     def components(self) -> list[str]:
@@ -72,6 +73,8 @@ class Scenario:
             out.append("option:disk_full")
         if self.overlap:
             out.append("option:overlap")
+        if self.redis_gone:
+            out.append("option:redis_gone")
         out += [f"model:{m}" for m in self.models[1:]] + [f"bench:{b}" for b in self.benches[1:]]
         return out
 
@@ -105,7 +108,7 @@ class Scenario:
         if kind == "bench" and what in self.benches[1:]:
             return replace(self, benches=tuple(b for b in self.benches if b != what))
         if name == "option:coordinator":
-            return replace(self, partitions=0, redis_restart=False)
+            return replace(self, partitions=0, redis_restart=False, redis_gone=False)
         if name == "option:redis_restart":
             return replace(self, redis_restart=False)
         if name == "option:cache_dispatch":
@@ -116,6 +119,8 @@ class Scenario:
             return replace(self, disk_full_kb=0)
         if name == "option:overlap":
             return replace(self, overlap=False)
+        if name == "option:redis_gone":
+            return replace(self, redis_gone=False)
         raise ValueError(f"cannot drop {name!r}: not a part of seed {self.seed} (see --verbose)")
 
     def describe(self) -> str:
@@ -128,7 +133,7 @@ class Scenario:
             f"caps={','.join(f'{c.scope}x{c.share:.2f}' for c in self.caps) or '-'}",
             f"batch={','.join(self.batch) or '-'} cache_dispatch={self.cache_dispatch} reask={self.reask}",
             f"partitions={self.partitions} redis_restart={self.redis_restart} flush_ms={self.flush_ms:g}",
-            f"disk_full_kb={self.disk_full_kb} overlap={self.overlap}",
+            f"disk_full_kb={self.disk_full_kb} overlap={self.overlap} redis_gone={self.redis_gone}",
         ]
         return " ".join(parts)
 
@@ -171,6 +176,8 @@ def draw(seed: int) -> Scenario:
     )
     if rng.random() < 0.25:  # drawn last, so that adding it changed no earlier draw of any seed
         scenario = replace(scenario, probes=(*scenario.probes, "reimport"))
+    if partitions and rng.random() < 0.3:
+        scenario = replace(scenario, redis_gone=True)
     return scenario
 
 

@@ -13,8 +13,9 @@ MODEL_PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 JUDGE_PRICE = "price = { input_per_mtok = 0.5, output_per_mtok = 1.5 }"
 PRICES = {"model": (1.0, 2.0), "judge": (0.5, 1.5)}  # $/Mtok in, out; the Batch API charges half
 BATCH = "batch = { max_requests = 40, max_age_s = 0.3, poll_s = 0.2, poll_max_s = 0.6 }"
-TIMEOUT_S = 2.0  # a hang ends the call after this; the simulator's latency stays well below it
+TIMEOUT_S = 4.0  # a hang ends the call after this; the simulator's latency stays well below it
 BIG_CAP = 1000.0
+COORDINATOR_TIMEOUT_S = 4  # a coordinator gone this long stops the run (exit 1, resumable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,7 @@ def render(s: Scenario, stage: Stage, out: Path, api_base: str, coordinator: str
     if "run" in caps:
         run.append(f"max_usd = {caps['run']!r}")
     if coordinator is not None:
-        run.append(f'coordinator = "{coordinator}"')
+        run += [f'coordinator = "{coordinator}"', f"coordinator_timeout_s = {COORDINATOR_TIMEOUT_S}"]
     lines = [*run, ""]
     for name in s.benches:
         lines += ["[[benchmarks]]", f'name = "{name}"', f'data = "{benchmarks.get(name).fixture_dir()}"']

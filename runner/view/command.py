@@ -94,7 +94,7 @@ def _export(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> 
     from ifsweep.runner.view.filters import Filters
     from ifsweep.runner.view.server import ViewState
 
-    state = ViewState.open(run_dir, data, warm=False)
+    state = ViewState.open(run_dir, data)
     filters = Filters(args.failed, args.unparsed, args.errors, args.disagree, args.ctype, args.search.strip())
     sel = Selection(filters, args.benchmark, args.model, args.sample, args.limit)
     n = write_export(state.index, state.source, sel, args.export, state.panel)
@@ -118,9 +118,13 @@ def _serve(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> i
         )
     shards = list((run_dir / "shards").glob("*.jsonl"))
     size = sum(p.stat().st_size for p in shards) / 2**20
-    print(f"[ifsweep] reading {len(shards)} shard files ({size:.0f} MiB) of {run_dir}...", file=sys.stderr)
+    print(
+        f"[ifsweep] serving at once; indexing {len(shards)} shard files ({size:.0f} MiB) of {run_dir} "
+        "meanwhile",
+        file=sys.stderr,
+    )
     try:
-        state = ViewState.open(run_dir, data)
+        state = ViewState.open(run_dir, data, background=True)
     except BaseException:
         sock.close()
         raise

@@ -30,6 +30,11 @@ def summary_html(ov: Overview) -> str:
     kinds = ", ".join(f"{k}: {n}" for k, n in ov.errors_by_kind.items())
     parts = [
         f'<span class="state state-{esc(ov.state.replace(" ", "-"))}">{esc(state)}</span>',
+        *(
+            [f'<span class="indexing warn">{esc(ov.indexing)}; the counts are of those</span>']
+            if ov.indexing
+            else []
+        ),
         f"spent {usd(ov.spent_usd)}",
         f"pairs in error: {esc(kinds)}" if kinds else "no pairs in error",
     ]
@@ -76,7 +81,7 @@ def overview_page(ov: Overview, links: Links) -> str:
     return page(
         f"{ov.run} · ifsweep view",
         overview_body(ov, links),
-        refresh_s=5 if ov.state == "running" else 0,
+        refresh_s=2 if ov.indexing else 5 if ov.state == "running" else 0,
         crumbs=crumbs(links, ov.run),
     )
 
@@ -133,7 +138,9 @@ def list_page(
     page_no: int,
     links: Links,
     judges: Sequence[str | None],
+    progress: str = "",
 ) -> str:
+    """`progress`: how far the server's first pass over the shards is, while it runs."""
     group = index.groups.get((bench, model), {})
     kept = matching(index, bench, model, f)
     pages = max(1, -(-len(kept) // PAGE_SIZE))
@@ -147,10 +154,14 @@ def list_page(
     body = (
         f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"
         f'<p class="count"><span id="matched">{len(kept)}</span> of {len(group)} instances'
-        f" · page {page_no} of {pages}</p>{table(head, rows, 'grid list')}{pager}"
+        f" · page {page_no} of {pages}{_indexing(progress)}</p>{table(head, rows, 'grid list')}{pager}"
     )
     trail = crumbs(links, index.run_dir.resolve().name, (links.group(bench, model), f"{bench} · {model}"))
     return page(f"{bench} · {model} · ifsweep view", body, crumbs=trail)
+
+
+def _indexing(progress: str) -> str:
+    return f' · <span class="indexing warn">{esc(progress)}: the list holds those</span>' if progress else ""
 
 
 def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]:

@@ -11,7 +11,7 @@ pairs ask about 80 judge calls each. What has been done comes from the live coun
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.pricing import estimate_tokens
@@ -64,13 +64,7 @@ class BenchShape:
     reask: int = 0  # times an unparsed judge reply is asked again (the benchmark's `reask`)
 
     def as_json(self) -> dict[str, float]:
-        return {
-            "judge_calls": self.judge_calls,
-            "judge_depth": self.judge_depth,
-            "prompt_tokens": self.prompt_tokens,
-            "judge_prompt_tokens": self.judge_prompt_tokens,
-            "reask": self.reask,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, where: str, obj: object) -> BenchShape:
