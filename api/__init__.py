@@ -22,6 +22,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from ifsweep.exports import LIBRARY_NAMES
+
 if TYPE_CHECKING:  # the names below, for type checkers (`X as X`: re-exported)
     from ifsweep.runner.commands.library import ConfigSource as ConfigSource
     from ifsweep.runner.commands.library import Estimate as Estimate
@@ -40,23 +42,7 @@ if TYPE_CHECKING:  # the names below, for type checkers (`X as X`: re-exported)
 # name -> the module that defines it, imported on first use (`import ifsweep` stays instant).
 _LAZY = {
     "ConfigError": "ifsweep.runner.config",
-    **dict.fromkeys(
-        (
-            "ConfigSource",
-            "Estimate",
-            "StatusRow",
-            "SweepResult",
-            "agreement",
-            "arun",
-            "plan",
-            "report",
-            "run",
-            "scores",
-            "status",
-            "verdicts",
-        ),
-        "ifsweep.runner.commands.library",
-    ),
+    **dict.fromkeys(LIBRARY_NAMES, "ifsweep.runner.commands.library"),
 }
 
 __all__ = sorted(_LAZY)

@@ -35,6 +35,19 @@ class Chart:
     note: str = ""  # the line under the heading
     file: str = ""  # the SVG file beside a Markdown report (numbered when a chart has several figures)
 
+    @classmethod
+    def heatmap(cls, bench: str, metric: str, axis: str, by: str, file: str) -> Chart:
+        """`metric` of each model by the values of the slice column `axis` (`by`: what the titles call
+        them), as the benchmarks with one heatmap draw it."""
+        return cls(
+            kind="heatmap",
+            metrics=(metric,),
+            prefix=f"{axis}=",
+            heading=f"{bench}: {metric} by {by}",
+            title=f"{bench} {metric} by {by}",
+            file=file,
+        )
+
     def title_of(self, metric: str) -> str:
         return self.title.replace("{metric}", metric)
 

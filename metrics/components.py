@@ -110,14 +110,14 @@ class Leaf:
         source = self.units if frame is None else frame
         return source.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
 
-    def _summed(self, frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
+    def _summed(self, frame: pl.LazyFrame, key: list[str], *, units: bool = False) -> pl.LazyFrame:
+        """num and den per `key`; `units`: the groups are units, almost all of a row or two."""
+        total = summed_exactly if units else _ordered_sums
         if self.expand is None:
-            return summed_exactly(frame, key)
+            return total(frame, key)
         mapped = [c for c in self.expand.collect_schema() if c not in self.by]
         again = [c for c in key if c not in self.by] + mapped
-        return summed_exactly(
-            summed_exactly(frame, key).join(self.expand, on=list(self.by), how="inner"), again
-        )
+        return total(total(frame, key).join(self.expand, on=list(self.by), how="inner"), again)
 
     def _shaped(self, frame: pl.LazyFrame, *unit: pl.Expr) -> pl.LazyFrame:
         return frame.select(
@@ -135,7 +135,7 @@ class Leaf:
         key = ["benchmark", "model", self.unit, *self.by]
         frame = self._values(*key)
         if self.expand is not None:
-            frame = self._summed(frame, key)
+            frame = self._summed(frame, key, units=True)
         unit = (pl.lit(self.unit_kind).alias("unit_kind"), pl.col(self.unit).cast(pl.String).alias("unit"))
         return self._shaped(frame, *unit)
 
@@ -150,6 +150,10 @@ def ordered_sum(name: str) -> pl.Expr:
     however rows were ordered or a parallel group-by split them. (Polars drops a `sort()` placed before
     `sum()` or `mean()` as pointless; before `cum_sum()` it must keep it.)"""
     return pl.col(name).sort().cum_sum().last()
+
+
+def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
+    return frame.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))
 
 
 def summed_exactly(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:

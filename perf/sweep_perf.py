@@ -10,7 +10,8 @@ benchmark data beside the checkout when it is there, or a generated file in the 
     python perf/sweep_perf.py inspect latency limits budget memory
 
 Scenarios and goals (docs/design/scheduler.md has the measured figures):
-  overhead  40 models x 200 instances = 8,000 calls, latency 0, c64: ifsweep >= 30% of bare calls/s
+  overhead  40 models x 200 instances = 8,000 calls, latency 0, c64: ifsweep >= 50% of the bare loop's
+            efficiency (its CPU per call / ifsweep's); --against REV measures REV's pipeline beside it
   inspect   `inspect eval` (openai-api provider, own venv in $TMPDIR): ifsweep >= 10x its calls per CPU-s
   latency   latency 200 ms, c256, 8,000 calls: >= 90% of the ideal 1,280 calls/s
   limits    rpm 1200 and a binding tpm, 2 s burst: >= 95% of the limit's throughput, <= 1% 429s
@@ -281,7 +282,9 @@ def fresh(root: Path, name: str) -> Path:
 # ---------------------------------------------------------------------------------------------- scenarios
 
 
-def overhead(root: Path, run: int, profile: bool) -> dict[str, float]:
+def overhead(root: Path, run: int, profile: bool, against: str | None = None) -> dict[str, float]:
+    """Efficiency = the bare loop's CPU per call / ifsweep's (goal >= 50%), both measured in this run;
+    with `against` (a git revision), that revision's pipeline measured beside this one, alternately."""
     models, conc = 40, 64
     bodies = same_requests(models)
     with simulator() as sim:
@@ -290,14 +293,59 @@ def overhead(root: Path, run: int, profile: bool) -> dict[str, float]:
         cfg = write_config(root, "overhead", sweep_toml(fresh(root, "overhead-run"), sim.base, models=models))
         prof = root / "overhead.prof" if profile else None
         m = sweep_in_process(cfg, prof)
+        other = _sweep_elsewhere(root, against, sim.base, models) if against else None
     calls = m.result.done + m.result.errors
     assert m.result.status == "complete" and calls == len(bodies), m.result
     rate, cpu = calls / m.wall_s, m.cpu_s * 1000 / calls
     print(f"overhead run {run}: {len(bodies)} calls, {models} models, c{conc}, latency 0 ({load_avg()})")
     print(f"  bare aiohttp+orjson       {b_rate:8.0f} calls/s  {b_cpu:6.3f} CPU ms/call")
     print(f"  ifsweep whole pipeline    {rate:8.0f} calls/s  {cpu:6.3f} CPU ms/call")
-    print(f"  ifsweep / bare: {rate / b_rate:.0%} of calls/s (goal >= 30%), {cpu / b_cpu:.1f}x CPU per call")
-    return {"ratio": rate / b_rate, "rate": rate, "cpu_ms": cpu}
+    if other is not None:
+        o_rate, o_cpu = other
+        print(f"  ifsweep at {against:<14} {o_rate:8.0f} calls/s  {o_cpu:6.3f} CPU ms/call")
+        print(f"  {against}: efficiency {b_cpu / o_cpu:.0%} of the bare loop's (bare CPU per call / its own)")
+    print(
+        f"  ifsweep / bare: efficiency {b_cpu / cpu:.0%} (goal >= 50%), {rate / b_rate:.0%} of calls/s, "
+        f"{cpu / b_cpu:.1f}x CPU per call"
+    )
+    return {"ratio": b_cpu / cpu, "rate": rate, "cpu_ms": cpu}
+
+
+def _sweep_elsewhere(root: Path, rev: str, base: str, models: int) -> tuple[float, float]:
+    """The same sweep with revision `rev`'s package, in a child process on this one's interpreter and
+    libraries: `git archive` of the revision, laid out as the installed package (pyproject's
+    package-dir) and put first on PYTHONPATH. Returns (calls/s, client CPU ms per call)."""
+    tree = root / f"rev-{rev}"
+    if not tree.exists():
+        (tree / "src").mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(HERE.parent), "archive", rev], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree / "src")], input=archive.stdout, check=True)
+        pkg = tree / "pkg" / "ifsweep"
+        pkg.mkdir(parents=True)
+        for f in (tree / "src" / "api").iterdir():
+            (pkg / f.name).symlink_to(f)
+        for sub in ("runner", "providers", "metrics", "benchmarks", "simulator"):
+            (pkg / sub).symlink_to(tree / "src" / sub)
+    cfg = write_config(root, "overhead-rev", sweep_toml(fresh(root, "overhead-rev-run"), base, models=models))
+    env = {**os.environ, "PYTHONPATH": str(tree / "pkg")}
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "_child_sweep", str(cfg)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rate, cpu = out.stdout.split()[-2:]
+    return float(rate), float(cpu)
+
+
+def _child_sweep(cfg: Path) -> None:
+    m = sweep_in_process(cfg)
+    calls = m.result.done + m.result.errors
+    assert m.result.status == "complete", m.result
+    print(calls / m.wall_s, m.cpu_s * 1000 / calls)
 
 
 INSPECT_TASK = HERE / "_inspect_task.py"
@@ -482,6 +530,14 @@ def budget(root: Path, run: int) -> dict[str, float]:
                 ),
             )
         )
+        # The same sweep without a cap: no intents (runner/store/intents.py), the hot path as before.
+        free = sweep_in_process(
+            write_config(
+                root,
+                "budget-free",
+                sweep_toml(fresh(root, "budget-free-run"), sim.base, models=models, model_extra=price),
+            )
+        )
         cap = full.result.spent_usd / 2
         half = sweep_in_process(
             write_config(
@@ -502,7 +558,14 @@ def budget(root: Path, run: int) -> dict[str, float]:
         f"spent ${res.spent_usd:.4f} "
         f"= {res.spent_usd / cap:.2%} of cap (goal <= 100% and >= 95%)"
     )
-    return {"ratio": res.spent_usd / cap}
+    per_call = {
+        name: m.cpu_s / max(m.result.done, 1) * 1000 for name, m in (("capped", full), ("free", free))
+    }
+    print(
+        f"  intents: a capped sweep's client CPU per pair {per_call['capped']:.3f} ms against "
+        f"{per_call['free']:.3f} ms uncapped = {per_call['capped'] / per_call['free']:.2f}x"
+    )
+    return {"ratio": res.spent_usd / cap, "intent_cpu_ratio": per_call["capped"] / per_call["free"]}
 
 
 def memory(root: Path, run: int) -> dict[str, float]:
@@ -540,6 +603,10 @@ def memory(root: Path, run: int) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_child_sweep"]:
+        _child_sweep(Path(argv[1]))
+        return 0
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)"
@@ -547,6 +614,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--profile", action="store_true", help="cProfile the overhead sweep (first run)")
     p.add_argument("--inspect-samples", type=int, default=2000)
+    p.add_argument(
+        "--against", metavar="REV", help="overhead: also measure git revision REV's pipeline, in the same run"
+    )
     p.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp folder)")
     args = p.parse_args(argv)
     chosen = args.scenarios or list(SCENARIOS)
@@ -559,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in chosen:
             for run in range(1, args.runs + 1):
                 if name == "overhead":
-                    overhead(root, run, args.profile and run == 1)
+                    overhead(root, run, args.profile and run == 1, args.against)
                 elif name == "inspect":
                     inspect_compare(root, run, args.inspect_samples)
                 elif name == "latency":

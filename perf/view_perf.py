@@ -49,6 +49,7 @@ WORDS = [
     "plain",
     "words",
 ]
+FORMAT = "%E6%A0%BC%E5%BC%8F%E7%BA%A6%E6%9D%9F"  # 格式约束, percent-encoded
 TYPES = ("内容约束", "数值约束", "格式约束", "风格约束")
 
 
@@ -169,7 +170,8 @@ def measure(run: Path, model: str, instances: int) -> dict[str, float]:
             "overview_again_s": "/",
             "list_first_page_s": f"/list/cfbench/{model}",
             "list_page_again_s": f"/list/cfbench/{model}",
-            "list_failed_type_s": f"/list/cfbench/{model}?failed=1&type=%E6%A0%BC%E5%BC%8F%E7%BA%A6%E6%9D%9F",
+            "list_failed_type_s": f"/list/cfbench/{model}?failed=1&type={FORMAT}",
+            "list_failed_type_again_s": f"/list/cfbench/{model}?failed=1&type={FORMAT}",
             "list_disagree_s": f"/list/cfbench/{model}?disagree=1",
             "list_page_40_s": f"/list/cfbench/{model}?page=40",
             "list_text_search_s": f"/list/cfbench/{model}?q=reasons+plain",

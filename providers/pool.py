@@ -7,6 +7,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal
@@ -494,7 +495,7 @@ class Endpoint:
     ) -> Completion:
         loop = asyncio.get_running_loop()
         try:
-            # No deadline until the first attempt holds its slots (set in _send_now): queueing behind
+            # No deadline until the first attempt holds its slots (set in _send): queueing behind
             # our own limits is not the provider being slow.
             async with asyncio.timeout(None) as deadline:
                 while True:
@@ -543,35 +544,22 @@ class Endpoint:
         loop: asyncio.AbstractEventLoop,
         cache: CacheHint | None,
     ) -> Reply:
-        glob = self._pool._global
-        if glob is None:
-            return await self._send_now(messages, api_key, attempts, deadline, loop, cache)
-        async with glob:
-            return await self._send_now(messages, api_key, attempts, deadline, loop, cache)
-
-    async def _send_now(
-        self,
-        messages: Sequence[Mapping[str, str]],
-        api_key: str | None,
-        attempts: _Attempts,
-        deadline: asyncio.Timeout,
-        loop: asyncio.AbstractEventLoop,
-        cache: CacheHint | None,
-    ) -> Reply:
         # The deadline (and latency_s) starts when the first attempt holds every slot: queueing behind
         # our own limiter or the sweep's global cap is not the provider being slow. Measured: 1,280
         # workers on 256 global slots queue about 1 s, which a slow provider would turn into timeouts.
-        if attempts.started is None:
-            attempts.started = time.perf_counter()
-            deadline.reschedule(loop.time() + self.spec.timeout_s)
-        sender = self._sender
-        if isinstance(sender, FastSender):
-            assert api_key is not None
-            return await sender.send(messages, api_key, cache_params(self._route.provider, cache))
-        # A constant timeout, not the time left: litellm caches its HTTP client keyed on the call's
-        # arguments, timeout included, so a varying one builds (and leaks) a client per call. The
-        # deadline itself is enforced around the whole call.
-        return await sender.send(messages, api_key, self.spec.timeout_s, cache)
+        glob = self._pool._global
+        async with nullcontext() if glob is None else glob:
+            if attempts.started is None:
+                attempts.started = time.perf_counter()
+                deadline.reschedule(loop.time() + self.spec.timeout_s)
+            sender = self._sender
+            if isinstance(sender, FastSender):
+                assert api_key is not None
+                return await sender.send(messages, api_key, cache_params(self._route.provider, cache))
+            # A constant timeout, not the time left: litellm caches its HTTP client keyed on the call's
+            # arguments, timeout included, so a varying one builds (and leaks) a client per call. The
+            # deadline itself is enforced around the whole call.
+            return await sender.send(messages, api_key, self.spec.timeout_s, cache)
 
     async def _failed(
         self,

@@ -10,7 +10,7 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -142,28 +142,24 @@ def parse_config(raw: Mapping[str, Any], path: Path, *, check_env: bool = True) 
     benches = _array(path, "benchmarks", raw.get("benchmarks"), required=True)
     models = _array(path, "models", raw.get("models"), required=True)
     bench_cfgs = tuple(_benchmark(path, base, i, t, run.reask) for i, t in enumerate(benches))
-    seen_bench: dict[str, int] = {}
-    for i, b in enumerate(bench_cfgs):
-        if b.label in seen_bench:
-            # Rows are keyed by the table's report name and the instance id, so two tables of one name
-            # would mix in the metrics. FollowBench's languages have names of their own.
-            raise ConfigError(
-                path,
-                f"benchmarks[{i}].name",
-                f"benchmark {b.label!r} is already listed as benchmarks[{seen_bench[b.label]}]; "
-                "run a second configuration (another output_dir) for other options",
-            )
-        seen_bench[b.label] = i
+    # Rows are keyed by the table's report name and the instance id, so two tables of one name would
+    # mix in the metrics. FollowBench's languages have names of their own.
+    _once(
+        path,
+        [b.label for b in bench_cfgs],
+        lambda i: f"benchmarks[{i}].name",
+        lambda label, first: (
+            f"benchmark {label!r} is already listed as benchmarks[{first}]; "
+            "run a second configuration (another output_dir) for other options"
+        ),
+    )
     specs = tuple(_endpoint(path, f"models[{i}]", t, check_env) for i, t in enumerate(models))
-    ids: dict[str, int] = {}
-    for i, s in enumerate(specs):
-        if s.label in ids:
-            raise ConfigError(
-                path,
-                f"models[{i}].id",
-                f"duplicate model id {s.label!r} (also models[{ids[s.label]}]); give each an `id`",
-            )
-        ids[s.label] = i
+    ids = _once(
+        path,
+        [s.label for s in specs],
+        lambda i: f"models[{i}].id",
+        lambda label, first: f"duplicate model id {label!r} (also models[{first}]); give each an `id`",
+    )
     judges = _judges(path, raw, check_env, ids)
     return SweepConfig(path=path, run=run, benchmarks=bench_cfgs, models=specs, judges=judges, raw=dict(raw))
 
@@ -184,7 +180,6 @@ def _judges(
         )
     tables = _array(path, "judges", raw.get("judges"), required=False)
     out: list[EndpointSpec] = []
-    seen: dict[str, int] = {}
     for i, t in enumerate(tables):
         where = f"judges[{i}]"
         if isinstance(t, dict) and "id" not in t:
@@ -193,12 +188,13 @@ def _judges(
         spec = _endpoint(path, where, t, check_env)
         if spec.label in ("all", "majority"):
             raise ConfigError(path, f"{where}.id", f"{spec.label!r} is reserved for `--judge {spec.label}`")
-        if spec.label in seen:
-            raise ConfigError(
-                path, f"{where}.id", f"duplicate judge id {spec.label!r} (also judges[{seen[spec.label]}])"
-            )
-        seen[spec.label] = i
         out.append(spec)
+    _once(
+        path,
+        [s.label for s in out],
+        lambda i: f"judges[{i}].id",
+        lambda label, first: f"duplicate judge id {label!r} (also judges[{first}])",
+    )
     for i, spec in enumerate(out):
         if spec.label in model_ids:
             # Budgets, spend and the board are kept per label: a judge and a model may not share one.
@@ -209,6 +205,19 @@ def _judges(
                 "give the judge an id of its own",
             )
     return tuple(out)
+
+
+def _once(
+    path: Path, labels: Sequence[str], where: Callable[[int], str], repeated: Callable[[str, int], str]
+) -> dict[str, int]:
+    """Each label's index, when none is given twice; else a ConfigError at the second one (`where` its
+    field, `repeated(label, first index)` the message)."""
+    first: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        if label in first:
+            raise ConfigError(path, where(i), repeated(label, first[label]))
+        first[label] = i
+    return first
 
 
 def check_output_dir(cfg: SweepConfig) -> None:

@@ -27,8 +27,9 @@ import orjson
 from aiohttp import web
 
 from ifsweep.simulator.anthropic_batch import BatchServer, MessageBatches
-from ifsweep.simulator.faults import CONTENT_FAULTS, apply_content_fault
+from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, apply_content_fault
 from ifsweep.simulator.judges import Judges
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, body_digest
 from ifsweep.simulator.limits import RateLimits
 from ifsweep.simulator.prefix import Breakpoint, BreakpointCache, CacheUse
 from ifsweep.simulator.stats import Served
@@ -148,7 +149,7 @@ def parse_messages(body: Any) -> MessagesRequest:
 def message_payload(
     req: MessagesRequest, text: str, finish: str, use: CacheUse, n_prompt: int, fault: str | None, msg_id: str
 ) -> dict[str, Any]:
-    """The Message object answering `req` with `text`, changed as a content fault says."""
+    """The Message object answering `req` with `text`, changed as a content fault says (usage kept)."""
     message: dict[str, Any] = {"content": text, "refusal": None}
     choice: dict[str, Any] = {"finish_reason": finish}
     apply_content_fault(fault, message, choice)
@@ -169,8 +170,6 @@ def message_payload(
             "output_tokens": count_tokens(content) if content else 0,
         },
     }
-    if fault == "missing_usage":
-        del payload["usage"]
     return payload
 
 
@@ -211,13 +210,8 @@ class AnthropicAPI:
         return ratelimit_headers(self._host.rate_limits) if self._host.config.send_ratelimit_headers else {}
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
-        stats = self._host.stats
-        stats.requests += 1
-        stats.enter()
-        try:
+        with self._host.stats.serving():
             return await self._messages_inner(request)
-        finally:
-            stats.leave()
 
     async def _messages_inner(self, request: web.Request) -> web.StreamResponse:
         host, stats = self._host, self._host.stats
@@ -237,38 +231,43 @@ class AnthropicAPI:
             stats.faults[fault] += 1
         arrived = time.monotonic()
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
+        payload, out = self._message(req, n_prompt, use, fault, canonical)
+        if fault not in NEVER_RAN:  # billed once it reached the model, whether the client waits or not
+            delivered = fault not in UNDELIVERED_FAULTS
+            stats.ledger.bill(
+                body_digest(req.body), req.model, "chat", (n_prompt, use.read, out), delivered=delivered
+            )
         await host.wait_latency(req.model, canonical)
         early = await self._fault_reply(request, fault, error_status)
         if early is not None:
             return early
-        payload = self._answer(req, n_prompt, use, fault, canonical, arrived, batch=False)
+        self._served(req, n_prompt, use, arrived, out, batch=False)
         data = orjson.dumps(payload)
         return await deliver(request, data, self._limit_headers(), stats, fault, canonical)
 
-    def _answer(
-        self,
-        req: MessagesRequest,
-        n_prompt: int,
-        use: CacheUse,
-        fault: str | None,
-        canonical: bytes,
-        arrived: float,
-        *,
-        batch: bool,
-    ) -> dict[str, Any]:
-        """The Message for `req`; its prefixes named in the cache, and what was served counted."""
-        host = self._host
-        if host.config.prefix_cache:
-            self.cache.store(req.marks)
-        config = host.config
+    def _message(
+        self, req: MessagesRequest, n_prompt: int, use: CacheUse, fault: str | None, canonical: bytes
+    ) -> tuple[dict[str, Any], int]:
+        """The Message answering `req`, and its output tokens (known even where a fault drops usage)."""
+        host, config = self._host, self._host.config
         reply = answer(req.model, req.chat, req.max_tokens, config.seed, host.judges, config.judge_echo)
         msg_id = "msg_sim" + hashlib.blake2b(canonical, digest_size=12).hexdigest()
         payload = message_payload(req, reply.text, reply.finish_reason, use, n_prompt, fault, msg_id)
-        out = payload.get("usage", {}).get("output_tokens", 0)
+        out = int(payload["usage"]["output_tokens"])
+        if fault == "missing_usage":
+            del payload["usage"]
+        return payload, out
+
+    def _served(
+        self, req: MessagesRequest, n_prompt: int, use: CacheUse, arrived: float, out: int, *, batch: bool
+    ) -> None:
+        """Name the request's marked prefixes in the cache and log what was served."""
+        host = self._host
+        if host.config.prefix_cache:
+            self.cache.store(req.marks)
         host.stats.served(
             Served(req.model, arrived, time.monotonic(), n_prompt, use.read, None, use.written, out, batch)
         )
-        return payload
 
     def _too_long(self, n_prompt: int) -> dict[str, Any] | None:
         """Anthropic's error for a prompt over the context window, or None when it fits."""
@@ -339,8 +338,12 @@ class AnthropicAPI:
         if fault in ("rate_limit", "rate_limit_no_header"):
             return "errored", error_payload("overloaded_error", "Overloaded (simulated).")
         content = fault if fault in CONTENT_FAULTS else None
+        arrived = time.monotonic()
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
-        return "succeeded", self._answer(req, n_prompt, use, content, canonical, time.monotonic(), batch=True)
+        payload, out = self._message(req, n_prompt, use, content, canonical)
+        self._served(req, n_prompt, use, arrived, out, batch=True)
+        host.stats.ledger.bill(body_digest(req.body), req.model, "batch", (n_prompt, use.read, out))
+        return "succeeded", payload
 
 
 __all__ = [

@@ -22,7 +22,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from aiohttp import web
 
 from ifsweep.simulator.batch import draw_fate, progress
 from ifsweep.simulator.config import BatchSettings, SimConfig
+from ifsweep.simulator.ledger import Submission, body_digest
 from ifsweep.simulator.stats import SimStats
 
 # ("succeeded", message) or ("errored", error) for one request's params; `fault` from the server's draw.
@@ -68,6 +69,8 @@ class _MessageBatch:
     counts: dict[str, int] | None = None
     ended_at: datetime | None = None
     cancel_initiated_at: datetime | None = None
+    # Its requests in the ledger, in order: marked answered or unanswered when the batch ends.
+    submissions: list[Submission] = field(default_factory=list)
 
     def obj(self, origin: str) -> dict[str, Any]:
         counts = self.counts or {"succeeded": self.done}
@@ -136,8 +139,10 @@ class MessageBatches:
         )
         self.batches[batch.id] = batch
         self._stats.batches_created += 1
-        for custom_id in seen:
-            self._stats.batch_requests[custom_id] += 1
+        for r in requests:
+            self._stats.batch_requests[r["custom_id"]] += 1
+            sub = self._stats.ledger.submit(body_digest(r["params"]), r["custom_id"], batch.id)
+            batch.submissions.append(sub)
         return _ok(batch.obj(_origin(request)))
 
     async def _list(self, request: web.Request) -> web.Response:
@@ -216,6 +221,7 @@ class MessageBatches:
                 outcome, payload = self._answer(r["params"], self._server.draw_fault()[0])
                 result = {"type": outcome, "message" if outcome == "succeeded" else "error": payload}
             counts[result["type"]] += 1
+            batch.submissions[n].outcome = "answered" if result["type"] == "succeeded" else "unanswered"
             lines.append(orjson.dumps({"custom_id": r["custom_id"], "result": result}))
         batch.results = b"\n".join(lines) + b"\n"
         batch.counts, batch.status, batch.ended_at = counts, "ended", datetime.now(UTC)

@@ -46,6 +46,9 @@ class FaultPicker:
         return self.rng.choice((500, 502, 503))
 
 
+# Faults answered before the model runs: nothing is billed for them. Every other request is billed in
+# full, a malformed, cut, hung or reset answer too: its client cannot know it was not (issue 21).
+NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length"})
 # The faults that live inside a well-formed answer's body (the rest break the HTTP exchange itself).
 CONTENT_FAULTS = frozenset({"missing_usage", "null_content", "empty", "length", "content_filter", "refusal"})
 

@@ -22,9 +22,6 @@ import orjson
 Via = Literal["chat", "batch"]
 Outcome = Literal["pending", "answered", "unanswered"]
 
-# Faults answered before the model runs: nothing is billed for them. Every other request is billed in
-# full, a malformed, cut, hung or reset answer too: its client cannot know it was not (issue 21).
-UNBILLED_FAULTS = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length"})
 # Billed, but the answer never reaches its client whole: a retry of such a call is paid twice by nature,
 # not by a fault of the client's (Bill.delivered is False).
 UNDELIVERED_FAULTS = frozenset({"malformed", "cut_body", "reset", "hang"})
@@ -108,4 +105,4 @@ class Ledger:
         }
 
 
-__all__ = ["UNBILLED_FAULTS", "UNDELIVERED_FAULTS", "Bill", "Ledger", "Submission", "body_digest"]
+__all__ = ["UNDELIVERED_FAULTS", "Bill", "Ledger", "Submission", "body_digest"]

@@ -1,6 +1,7 @@
-"""The built-in OpenAI-compatible simulator: a real aiohttp server on 127.0.0.1.
+"""The built-in simulator: a real aiohttp server on 127.0.0.1.
 
-Speaks POST /v1/chat/completions, GET /v1/models, GET /health and the Batch API (simulator/batch.py).
+Speaks POST /v1/chat/completions, GET /v1/models, GET /health and the Batch API (simulator/batch.py),
+and Anthropic's Messages API and Message Batches (simulator/anthropic.py, simulator/anthropic_batch.py).
 Answers are deterministic (see simulator/text.py), rate limits are token buckets
 (simulator/limits.py) and faults are drawn per request from a seeded RNG (simulator/faults.py).
 Design notes: docs/design/simulator.md.
@@ -27,9 +28,9 @@ from aiohttp import web
 from ifsweep.simulator.anthropic import AnthropicAPI
 from ifsweep.simulator.batch import BatchAPI
 from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import CONTENT_FAULTS, FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, FaultPicker, apply_content_fault, error_body
 from ifsweep.simulator.judges import Judges
-from ifsweep.simulator.ledger import UNBILLED_FAULTS, UNDELIVERED_FAULTS, Via, body_digest
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
 from ifsweep.simulator.prefix import Blocks, PrefixCache, blocks_of, prompt_text
 from ifsweep.simulator.stats import Served, SimStats
@@ -194,6 +195,7 @@ class Simulator:
         self._stats.by_model[model] += 1
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
+        self._stats.ledger.receive(body_digest(body), model)
         return canonical
 
     async def wait_latency(self, model: str, canonical: bytes) -> None:
@@ -273,13 +275,8 @@ class Simulator:
         return self._json(400, error_body(message, "invalid_request_error", "context_length_exceeded"))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
-        stats = self._stats
-        stats.requests += 1
-        stats.enter()
-        try:
+        with self._stats.serving():
             return await self._chat_inner(request)
-        finally:
-            stats.leave()
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         self._stats.status_counts[status] += 1
@@ -296,7 +293,6 @@ class Simulator:
         stats = self._stats
         canonical = self.note_request(model, body)
         digest = body_digest(body)
-        stats.ledger.receive(digest, model)
         config = self._config
         fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
@@ -311,7 +307,7 @@ class Simulator:
         n_cached = self._prefixes.lookup(blocks, n_prompt)
         # Built before the latency and billed now, as a provider bills a call its client has left.
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, fault)
-        if fault not in UNBILLED_FAULTS:
+        if fault not in NEVER_RAN:
             self._bill(digest, model, "chat", (n_prompt, n_cached), payload, fault)
         if fault == "missing_usage":
             del payload["usage"]
@@ -573,7 +569,12 @@ def _fault_arg(text: str) -> tuple[str, float]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ifsweep serve-mock", description="Run the OpenAI-compatible simulator.")
+    p = argparse.ArgumentParser(
+        prog="ifsweep serve-mock",
+        description="Run the simulator: OpenAI's chat completions and Batch API under /v1, Anthropic's "
+        "Messages API and Message Batches under /v1/messages (an Anthropic model's api_base is the root, "
+        "without /v1).",
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed at start)")
     p.add_argument("--latency-ms", type=float, default=0.0)

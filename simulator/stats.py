@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ifsweep.simulator.ledger import Ledger
@@ -55,6 +57,11 @@ class SimStats:
         # What was received, billed and submitted in batches, per request body (simulator/ledger.py).
         self.ledger = Ledger()
 
+    def billed_tokens(self, model: str) -> tuple[int, int]:
+        """(prompt, completion) tokens the ledger billed for `model`."""
+        bills = [b for b in self.ledger.bills if b.model == model]
+        return sum(b.prompt_tokens for b in bills), sum(b.completion_tokens for b in bills)
+
     def billed_usd(self, input_per_mtok: float, output_per_mtok: float) -> float:
         """The ledger's bill over every model at one price (prefix-cache reads at the full input price)."""
         bills = self.ledger.bills
@@ -83,13 +90,17 @@ class SimStats:
         self.cached_tokens[record.model] += record.cached_tokens
         self.log.append(record)
 
-    def enter(self) -> None:
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """Counts one request (chat or Anthropic messages) and holds it in flight while it is answered."""
+        self.requests += 1
         self.in_flight += 1
         if self.in_flight > self.max_in_flight:
             self.max_in_flight = self.in_flight
-
-    def leave(self) -> None:
-        self.in_flight -= 1
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
 
     def enter_model(self, model: str) -> None:
         n = self.waiting_by_model[model] = self.waiting_by_model[model] + 1

@@ -96,6 +96,9 @@ def test_messages_endpoint_speaks_anthropics_shapes_and_caches_at_breakpoints() 
                     session, url, {"model": "m", "messages": [{"role": "user", "content": "x"}]}
                 )
             log = list(sim.stats.log)
+            billed = sim.stats.billed_tokens("claude-x")
+        # Every request that reached the model is billed (the refused ones did not).
+        assert billed == (sum(s.prompt_tokens for s in log), sum(s.output_tokens for s in log))
         u1, u2, u3, u4 = (r["usage"] for r in (first, second, unmarked, short))
         # The first writes the marked prefix, the second reads it: input_tokens counts neither.
         assert (

@@ -90,6 +90,10 @@ def test_message_batches_round_trip_with_cache_control_at_the_shared_prefix() ->
 
         anyio.run(go)
         assert sim.stats.batches_created == 2 and sim.stats.requests == 0
+        # The ledger: the first batch's four answered and billed, the cancelled one's four unanswered.
+        ledger = sim.stats.ledger
+        assert [b.via for b in ledger.bills] == ["batch"] * 4
+        assert [s.outcome for s in ledger.submissions] == ["answered"] * 4 + ["unanswered"] * 4
         # The requests went inline with cache_control where their shared prefix ends (the same text).
         (first, *_) = sim.anthropic.batches.batches.values()
         params = first.requests[0]["params"]
@@ -296,3 +300,103 @@ def test_breakpoints_inside_a_batch_mark_the_task_and_each_answer() -> None:
         assert "".join(b["text"] for b in blocks) == prompt[1]["content"]
         marked = [b["text"] for b in blocks if "cache_control" in b]
         assert marked == [task, answers[i // 3] + "Question "]
+
+
+def test_batches_command_cancels_and_the_next_run_sends_the_cancelled_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], interactive: tuple[dict[str, Any], dict[Any, Any]]
+) -> None:
+    with SimulatorThread(SimConfig(seed=5, batch=BatchSettings(delay_s=60))) as sim:
+        cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+        cfg.write_text(anthropic_sweep(run_dir, sim, batch=True))
+        proc = child(cfg)
+        try:
+            wait_for_submitted(run_dir, proc)
+        finally:
+            kill(proc)
+        ids = [b.batch_id for b in open_batches(run_dir)]
+        capsys.readouterr()
+        assert ids and main(["batches", str(run_dir), "--cancel"]) == 0
+        out = capsys.readouterr().out
+        assert all(f"{i}: cancelling" in out for i in ids)
+        sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2)))
+        code, summary = run(cfg, cfg.read_text())
+        counts = sim.stats.batch_requests
+    assert code == 0 and summary["status"] == "complete"
+    assert verdicts(run_dir) == interactive[1]
+    assert max(counts.values()) == 2  # the cancelled ones, once more
+
+
+def one_batch_call(api_base: str | None, prompt: str) -> Any:
+    """One call through Message Batches from a pool of its own: its Completion."""
+    from ifsweep.providers.batch.endpoint import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    policy = BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1)
+    params = {"max_tokens": 64}
+    spec = EndpointSpec("j", CLAUDE, api_base=api_base, params=params, price=Price(3.0, 15.0), batch=policy)
+
+    async def go() -> Any:
+        async with ProviderPool(budget=Budget(None), journal=MemoryJournal()) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                with anyio.fail_after(30):
+                    done = await endpoint.complete([{"role": "user", "content": prompt}], key="k1")
+                tg.cancel_scope.cancel()
+        return done
+
+    return anyio.run(go)
+
+
+def test_no_key_for_message_batches_is_an_auth_error_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    done = one_batch_call(None, "hi")
+    assert done.status == "error" and done.error_kind == "auth"
+    assert "API key missing for Anthropic's Message Batches: set api_key_env" in (done.error_message or "")
+
+
+def test_a_prompt_over_the_window_in_a_batch_is_a_context_length_error() -> None:
+    with SimulatorThread(SimConfig(context_window=500, batch=BatchSettings(delay_s=0.05))) as sim:
+        done = one_batch_call(sim.root_url, "word " * 3000)
+        assert sim.stats.batch_requests == {"k1": 1}  # refused, not sent again
+    assert done.status == "error" and done.error_kind == "context_length"
+    assert "prompt is too long: 3751 tokens > 500 maximum" in (done.error_message or "")
+
+
+def test_results_lines_read_as_the_endpoints_output_lines() -> None:
+    from ifsweep.providers.batch.anthropic import output_line
+    from ifsweep.providers.send.fast import parse_chat_body, reply_status
+
+    usage = {
+        "input_tokens": 7,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 50,
+        "output_tokens": 9,
+    }
+    message = {"content": [{"type": "text", "text": "No."}], "stop_reason": "refusal", "usage": usage}
+    line = orjson.loads(
+        output_line(orjson.dumps({"custom_id": "k", "result": {"type": "succeeded", "message": message}}))
+    )
+    reply = parse_chat_body(orjson.dumps(line["response"]["body"]), {})
+    assert (reply.input_tokens, reply.cached_tokens, reply.cache_write_tokens, reply.output_tokens) == (
+        1057,
+        1000,
+        50,
+        9,
+    )
+    assert reply_status(reply) == "refused"
+    errored = {
+        "type": "errored",
+        "error": {"type": "error", "error": {"type": "overloaded_error", "message": "x"}},
+    }
+    assert (
+        orjson.loads(output_line(orjson.dumps({"custom_id": "k", "result": errored})))["response"][
+            "status_code"
+        ]
+        == 529
+    )
+    assert output_line(b"not json") == b"not json"  # the endpoint reports it and sends its keys again

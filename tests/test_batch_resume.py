@@ -51,11 +51,15 @@ def child(cfg: Path, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def wait_for_states(run_dir: Path, proc: subprocess.Popen[bytes], state: str, n: int = 1) -> None:
+def wait_for_states(
+    run_dir: Path, proc: subprocess.Popen[bytes], state: str, n: int = 1, writer: str | None = None
+) -> None:
+    """Until `n` batch records of `state` are stored (by `writer`, when given)."""
     end = time.monotonic() + 90
     while time.monotonic() < end:
         if (run_dir / "shards").is_dir():
-            states = [sl.record().get("state") for sl in scan_shards(run_dir, kinds=("batch",))]
+            records = [sl.record() for sl in scan_shards(run_dir, kinds=("batch",))]
+            states = [r.get("state") for r in records if writer is None or r.get("writer") == writer]
             if states.count(state) >= n:
                 return
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
@@ -133,11 +137,12 @@ def test_a_partitioned_run_killed_while_polling_is_collected_by_an_unpartitioned
     requests again, and `status` stops saying batches are open once they are collected."""
     cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
     sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
-    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST))
+    # 12 instances: each partition has some (the split hashes keys that name the simulator's port).
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST, limit=12))
     procs = [child(cfg, "--partition", f"{i}/2") for i in range(2)]
     try:
-        for proc in procs:
-            wait_for_states(run_dir, proc, "submitted", n=2)
+        for i, proc in enumerate(procs):
+            wait_for_states(run_dir, proc, "submitted", writer=f"p{i}of2")
         time.sleep(0.5)  # both polling now
     finally:
         for proc in procs:
@@ -203,3 +208,91 @@ def test_after_cancelling_the_open_batches_a_run_with_batch_off_goes_on(
     assert main(["run", str(cfg)]) == 0
     assert summary(run_dir)["status"] == "complete"
     assert sim.stats.requests > 0 and Counter(sim.stats.batch_requests) == before
+
+
+def test_cancel_looks_up_a_batch_whose_creation_was_never_recorded(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Killed between the create and its `submitted` record: `ifsweep batches --cancel` finds the
+    batch at the provider by its input file, cancels it and records that, so `batch` may be turned off."""
+    cfg, run_dir, before = killed_with_batches_open(tmp_path, sim)
+    for shard in (run_dir / "shards").glob("*.jsonl"):  # whole lines out: the others stay valid
+        lines = shard.read_bytes().splitlines(keepends=True)
+        shard.write_bytes(b"".join(line for line in lines if b'"state":"submitted"' not in line))
+    assert {b.batch_id for b in open_batches(run_dir)} == {None}
+    assert main(["batches", str(run_dir), "--cancel"]) == 0
+    cancelled = open_batches(run_dir)
+    assert {b.state for b in cancelled} == {"cancelled"} and all(b.batch_id for b in cancelled)
+    assert len(cancelled) == sim.stats.batches_created
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=None))
+    assert main(["run", str(cfg)]) == 0
+    assert Counter(sim.stats.batch_requests) == before
+
+
+def unasked_batch_spend(sim: SimulatorThread, adopted: bool) -> float:
+    """A pool whose journal holds one submitted batch (2 requests, finished at the simulator) that
+    nobody asks for: what the budget counts for it once the driver stops."""
+    import aiohttp
+    import anyio
+    import orjson
+
+    from ifsweep.providers.batch.clients import OpenAIBatchClient
+    from ifsweep.providers.batch.endpoint import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    spec = EndpointSpec(
+        label="m",
+        model="openai/sim-m",
+        api_base=sim.base_url,
+        params={"max_tokens": 64},
+        price=Price(1.0, 4.0),
+        batch=BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1),
+    )
+    body = {"model": "sim-m", "messages": [{"role": "user", "content": "say something"}], "max_tokens": 64}
+    lines = b"".join(
+        orjson.dumps({"custom_id": k, "method": "POST", "url": "/v1/chat/completions", "body": body}) + b"\n"
+        for k in ("k1", "k2")
+    )
+
+    async def go() -> float:
+        async with aiohttp.ClientSession() as session:
+            client = OpenAIBatchClient(session, sim.base_url, "sk-test")
+            file_id = await client.upload(lines)
+            batch = await client.create(file_id, {})
+        journal = MemoryJournal()
+        record = {
+            "kind": "batch",
+            "key": "i1",
+            "state": "submitted",
+            "endpoint": "m",
+            "model": "openai/sim-m",
+            "custom_ids": ["k1", "k2"],
+            "input_file_id": file_id,
+            "batch_id": batch.id,
+            "reserved_usd": 0.002,
+        }
+        journal.append(record | ({"adopted": True} if adopted else {}))
+        budget = Budget(None)
+        async with ProviderPool(budget=budget, journal=journal) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                for _ in range(600):  # until it is polled and its results read (30 s at most)
+                    if endpoint.progress().done:
+                        break
+                    await anyio.sleep(0.05)
+                tg.cancel_scope.cancel()
+        assert endpoint.progress().done
+        return float(budget.spent_usd)
+
+    return anyio.run(go)
+
+
+def test_results_of_another_writers_batch_nobody_asked_for_are_not_charged_here(sim: SimulatorThread) -> None:
+    """A partition that collects a dead partition's batch but never asks for its keys (they are the
+    other partition's pairs) charges nothing for it: that writer pays when its run stores them. Its own
+    unasked results it charges at their cost, as before."""
+    assert unasked_batch_spend(sim, adopted=False) > 0
+    assert unasked_batch_spend(sim, adopted=True) == 0.0

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+import redis
 from redis_server import RedisServer, redis_server
 from sweeps import toml_config
 from test_resume_crash import verdicts
 
 from ifsweep import benchmarks
+from ifsweep.providers.budget import SWEEP_SCOPE
 from ifsweep.providers.coord.interfaces import parse_coordinator
 from ifsweep.providers.coord.redis_state import RedisCoordinator
 from ifsweep.runner.commands.cli import main
@@ -171,7 +173,26 @@ def test_four_partitions_stop_together_at_the_shared_cap(
     assert f"shared ledger at {server.url}: $" in text
 
 
-def test_a_killed_partition_frees_its_holds_and_reruns_to_the_same_verdicts(tmp_path: Path) -> None:
+def victims_holds(url: str, run_dir: Path, inst: str, writer: str) -> tuple[int, float, float]:
+    """(lease ms left, dollars held, the writer's spent) of one instance in the sweep's ledger, read in
+    one transaction: while its lease runs, nothing has charged its holds yet."""
+    ns = f"ifsweep:sweep:{sweep_id(run_dir)[0]}"
+    client = redis.Redis.from_url(url)
+    try:
+        pipe = client.pipeline(transaction=True)
+        pipe.pttl(f"{ns}:lease:{inst}").hvals(f"{ns}:res:{inst}").hget(
+            f"{ns}:spent", f"{SWEEP_SCOPE}\x1f{writer}"
+        )
+        ttl, holds, spent = pipe.execute()
+    finally:
+        client.close()
+    held = sum(float(json.loads(h)[0]) for h in holds)
+    return int(ttl), held, float(spent or 0.0)
+
+
+def test_a_killed_partition_charges_its_holds_and_reruns_to_the_same_verdicts(tmp_path: Path) -> None:
+    """A dead partition's holds are charged to its writer when its lease runs out, never simply
+    released (issue 27 item 1: the provider may well have billed its calls in flight)."""
     lease_s = 3.0
     data = followbench_copies(tmp_path, 24)  # 120 calls at 600/min: about 12 s
     with SimulatorThread(SimConfig(seed=3)) as sim:  # the reference: one process, no limits
@@ -192,9 +213,14 @@ def test_a_killed_partition_frees_its_holds_and_reruns_to_the_same_verdicts(tmp_
         victim.communicate()  # reaps it and closes its pipe
         mine = [i for i in ledger(server.url, tmp_path / "run")["leases_ms"] if f":{victim.pid}:" in i]  # type: ignore[union-attr]
         assert mine, "the killed partition held nothing: the test did not test"
+        ttl, held, spent = victims_holds(server.url, tmp_path / "run", mine[0], "p1of4")
+        assert ttl > 0 and held > 0, "the killed partition held nothing: the test did not test"
         while any(f":{victim.pid}:" in i for i in ledger(server.url, tmp_path / "run")["leases_ms"]):  # type: ignore[union-attr]
             time.sleep(0.1)
         assert time.monotonic() - killed <= lease_s + 1.0  # its holds are gone within the lease
+        # ... and charged to its writer at their worst case: only the dead process wrote as p1of4.
+        _, left, charged = victims_holds(server.url, tmp_path / "run", mine[0], "p1of4")
+        assert left == 0 and charged == pytest.approx(spent + held)
         assert finish([p for p in procs if p is not victim]) == [0] * (PARTS - 1)
         assert finish(start_partitions(cfg, range(1, 2))) == [0]  # the rerun completes partition 1
     assert verdicts(tmp_path / "run") == verdicts(tmp_path / "ref")

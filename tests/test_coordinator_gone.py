@@ -70,7 +70,7 @@ def test_a_coordinator_gone_for_good_shows_then_stops_the_run_resumably(tmp_path
             took = time.monotonic() - gone
             said = err.decode()
             assert proc.returncode == 1, said
-            assert 6 <= took <= 6 + 5, took
+            assert 6 <= took <= 6 + 10, took  # generous: a loaded machine is slow to wind down
             # The plain lines said so while it waited: the totals line carries the coordinator's state.
             assert "| coordinator unreachable" in said and "stops at 6 s" in said, said
             summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -104,4 +104,5 @@ def test_ctrl_c_keeps_its_promise_while_redis_is_down(tmp_path: Path) -> None:
     said = err.decode()
     assert proc.returncode == 130, said
     assert "up to 3 s" in said
-    assert took <= 3 + 2.0, f"Ctrl-C promised up to 3 s and took {took:.1f} s"
+    # Before, the exit waited out the 20 s lease on top: 23 s. A margin for a loaded machine.
+    assert took <= 3 + 6.0, f"Ctrl-C promised up to 3 s and took {took:.1f} s"

@@ -4,7 +4,10 @@ live state's ETA on an injected clock."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -27,6 +30,7 @@ from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.runner.watch.reading import SweepPlan, settled
 from ifsweep.runner.watch.walk import outlook, waterfill
 from ifsweep.runner.watch.workload import (
+    PRIOR_CALLS,
     BenchShape,
     Tally,
     calls_per_turn,
@@ -189,6 +193,15 @@ def test_judge_calls_per_pair_learn_the_reasks_before_any_pair_is_done() -> None
     assert calls_per_turn(0.5, 2) == 1.75 and calls_per_turn(0.0, 2) == 1 and calls_per_turn(3.0, 1) == 2
     assert judge_per_pair({("m", "eif"): t}, shapes, {"m": 8}) == {"eif": 140}
     assert BenchShape.from_json("s", shapes["eif"].as_json()) == shapes["eif"]
+    # One garbled reply is no share of 1: a benchmark's first replies weigh against the judge's share
+    shapes["fb"] = BenchShape(1.0, 1.0, 100.0, 500.0, reask=2)
+    first = {
+        ("m", "eif"): Tally(6, 0, 0, 6, 1, unparsed=1),
+        ("m", "fb"): Tally(200, 100, 0, 100, 100, unparsed=40),
+    }
+    share = (1 + PRIOR_CALLS * 41 / 101) / (1 + PRIOR_CALLS)
+    assert judge_per_pair(first, shapes, {"m": 8})["eif"] == pytest.approx(80 * calls_per_turn(share, 2))
+    assert judge_per_pair(first, shapes, {"m": 8})["eif"] < 130  # not 80 x 3 = 240
     assert BenchShape.from_json("s", {k: 1 for k in ("judge_calls", "judge_depth", "prompt_tokens",
                                                      "judge_prompt_tokens")}).reask == 0  # fmt: skip
 
@@ -269,6 +282,46 @@ def test_live_eta_is_unknown_until_a_pace_then_follows_the_limits() -> None:
     assert board.totals.calls_per_s == pytest.approx(1.0)
     (row,) = board.rows
     assert (row.label, row.held_by, row.calls, row.calls_per_min, row.rpm_limit) == ("a", "rpm", 20, 60, 60)
+
+
+FIRST_WALK = """
+import json, sys
+from ifsweep.providers import EndpointStats
+from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.watch.progress import ProgressState
+from ifsweep.runner.watch.reading import SweepPlan
+from ifsweep.runner.watch.workload import BenchShape
+assert "numpy" not in sys.modules  # as in a sweep's process before its first ETA
+
+now = [1000.0]
+counters = {("a", "x"): Counters(planned=120, started=now[0])}
+shapes = {"x": BenchShape(0, 0, 10, 0)}
+plan = SweepPlan(order=("x",), shapes=shapes, workers={"a": 4}, slots=None, judge=None)
+state = ProgressState(counters, spent=lambda _l: 0.0, caps={}, plan=plan, clock=lambda: now[0])
+state.endpoints["a"] = lambda: EndpointStats(  # no limit: a pace once calls are answered
+    endpoint="openai/a", calls=0, in_flight=0, tokens_per_min=0, rpm_limit=None, tpm_limit=None,
+    rpm_learned=False, tpm_learned=False, concurrency_limit=4, max_concurrency=4, backoff_until=None,
+    rate_limited=0, errors=0, usage_estimated=0,
+)
+etas = [state.board().totals.eta_s]
+for _ in range(6):
+    now[0] += 1.0
+    counters[("a", "x")].done += 1
+    counters[("a", "x")].calls += 1
+    counters[("a", "x")].latency_s += 0.05
+    etas.append(state.board().totals.eta_s)
+print(json.dumps(etas))
+"""
+
+
+def test_the_first_walk_is_not_timed_with_numpys_import() -> None:
+    """The walk is redone every second unless it is slow; numpy loads with the first one (0.1-0.3 s),
+    and timed with it the next walk waited 5-10 s while the board showed the first outlook, made before
+    any call was answered. In a fresh process: the ETA is known 4 s in."""
+    run = subprocess.run([sys.executable, "-c", FIRST_WALK], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    etas = json.loads(run.stdout)
+    assert etas[0] is None and etas[4] is not None, etas
 
 
 def test_live_eta_learns_an_endpoint_that_falls_short_of_its_limit() -> None:

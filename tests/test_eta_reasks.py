@@ -47,7 +47,7 @@ def sweep_toml(out: Path, base: str, eif: Path) -> str:
             'model = "openai/sim-judge-garble0.5"',  # half the replies parse as nothing: re-asked
             f'api_base = "{base}"',
             "params = { max_tokens = 64 }",
-            "rpm = 2000",
+            "rpm = 1600",
         ]
     )
 

@@ -93,6 +93,7 @@ EXPECTED = {
         "render_table",
         "select_judges",
         "split_slice",
+        "streamed",
         "validate_verdicts",
     },
     "runner": {

@@ -111,8 +111,9 @@ def test_incompatible_changes_each_named() -> None:
     assert (
         "judge 'judge': provider model changed from 'openai/gpt-4o' to 'anthropic/claude-sonnet-4-5'" in text
     )
+    assert "judge 'judge': params changed: temperature removed (was 0.0)" in text
     assert "budget lowered" in text
-    assert len(result.problems) == 7
+    assert len(result.problems) == 8
     assert "new run" in result.message() and "output_dir" in result.message()
     # A judge may leave the panel (its verdicts stay, apart) or join it: neither mixes anything.
     assert compare(old, manifest(judge=None)).ok
@@ -158,6 +159,20 @@ def test_a_changed_endpoint_is_refused() -> None:
     assert compare(judge_old, judge_new).problems == [
         "judge 'judge': endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'"
     ]
+
+
+def test_a_judge_and_a_model_list_every_change_alike() -> None:
+    # Endpoint and params both changed: compare lists both, for a judge as for a model.
+    before = ModelEntry("hosted_vllm/ckpt", {"temperature": 0.0}, _endpoint("http://a:8000/v1"))
+    after = ModelEntry("hosted_vllm/ckpt", {"temperature": 0.7}, _endpoint("http://b:8000/v1"))
+    for who, old, new in (
+        ("model 'm'", manifest(models={"m": before}), manifest(models={"m": after})),
+        ("judge 'judge'", manifest(judge=before), manifest(judge=after)),
+    ):
+        assert compare(old, new).problems == [
+            f"{who}: endpoint changed: api_base 'http://a:8000/v1' -> 'http://b:8000/v1'",
+            f"{who}: params changed: temperature 0.0 -> 0.7",
+        ]
 
 
 def test_an_older_schema_is_refused_with_the_reason_and_the_way_out(tmp_path: Path) -> None:

@@ -107,3 +107,33 @@ def test_partitions_share_the_run_but_a_plain_run_is_refused_beside_them(
         for p in parts:
             stop(p)
     assert os.path.exists(run_dir / "run.lock")
+
+
+def test_two_library_sweeps_on_one_directory_in_one_process(tmp_path: Path, sim: SimulatorThread) -> None:
+    """`ifsweep.arun` holds the run lock too: a second sweep of the directory started while the first
+    runs (in the same process, a notebook say) is refused naming this process, and writes nothing."""
+    import anyio
+
+    import ifsweep
+    from ifsweep.runner.store.locks import WriterBusyError
+
+    cfg = tmp_path / "s.toml"
+    run_dir = tmp_path / "run"
+    cfg.write_text(toml_config(run_dir, sim.base_url, limit=2))
+    refusal: list[str] = []
+
+    async def both() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ifsweep.arun, str(cfg))
+            with anyio.fail_after(60):
+                while not (run_dir / "shards" / "main.lock").exists():  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+            try:
+                await ifsweep.arun(str(cfg), partition=(0, 2))
+            except WriterBusyError as e:
+                refusal.append(str(e))
+            tg.cancel_scope.cancel()
+
+    anyio.run(both)
+    assert refusal and f"'main' (pid {os.getpid()} on {socket.gethostname()}" in refusal[0]
+    assert not (run_dir / "shards" / "p0of2.lock").exists()

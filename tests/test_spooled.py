@@ -68,3 +68,18 @@ def test_a_loader_failing_midway_leaves_no_open_file() -> None:
     with pytest.raises(ValueError, match="bad record"):
         SpooledInstances(failing())
     assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_recently_read_instances_are_decoded_once_and_bounded() -> None:
+    # Every model's workers read the same instances at about the same time: the second read of a
+    # recent one is the same object, not another unpickling; memory stays bounded by the window.
+    bench = benchmarks.get("followbench")
+    base = list(bench.load(bench.fixture_dir(), {}))
+    spooled = SpooledInstances(replace(base[i % len(base)], instance_id=f"copy-{i}") for i in range(600))
+    first = spooled[5]
+    assert spooled[5] is first and spooled[5] == first
+    for i in range(600):
+        assert spooled[i].instance_id == f"copy-{i}"
+    assert spooled[5] is not first and spooled[5] == first  # read 600 others since: decoded again
+    assert len(spooled._recent) <= 256
+    spooled.close()

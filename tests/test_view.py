@@ -164,11 +164,12 @@ class serving:
         self.proc.communicate(timeout=10)
 
 
-def raw_request(url: str, target: str, method: str = "GET") -> tuple[int, bytes]:
+def raw_request(url: str, target: str, method: str = "GET", host_header: str = "") -> tuple[int, bytes]:
     """One request with the target sent exactly as given (no client-side normalising)."""
     host, port = url.split("//")[1].rstrip("/").split(":")
+    head = host_header or f"{host}:{port}"
     with socket.create_connection((host, int(port)), timeout=10) as s:
-        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(f"{method} {target} HTTP/1.1\r\nHost: {head}\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -298,6 +299,22 @@ def test_filters_keep_exactly_the_pairs_the_records_say(run_dir: Path, viewer: s
     assert got == want
 
 
+def test_next_walks_the_filtered_list(run_dir: Path, viewer: str) -> None:
+    listed = re.findall(
+        r'<a href="([^"]+)" class="iid">([^<]+)</a>', get(viewer, "/list/cfbench/beta?failed=1")
+    )
+    want = {p[2] for p in expected(run_dir, "failed") if p[:2] == ("cfbench", "beta")}
+    assert {iid for _, iid in listed} == want and len(listed) > 1
+    walked, href = [], listed[0][0].replace("&amp;", "&")
+    while href:
+        html = get(viewer, href)
+        walked.append(re.search(r'<h1 class="iid">([^<]+)</h1>', html).group(1))  # type: ignore[union-attr]
+        assert f'<span class="at">{len(walked)} of {len(listed)}</span>' in html
+        found = re.search(r'<a rel="next" href="([^"]+)"', html)
+        href = found.group(1).replace("&amp;", "&") if found else ""
+    assert walked == [iid for _, iid in listed]
+
+
 def test_constraint_type_and_text_filters(run_dir: Path, viewer: str) -> None:
     index = RunIndex.build(run_dir)
     ctype = next(t for (b, _), ts in index.types.items() if b == "cfbench" for t in ts if t)
@@ -317,6 +334,36 @@ def test_constraint_type_and_text_filters(run_dir: Path, viewer: str) -> None:
     assert holding <= set(re.findall(r'class="iid">([^<]+)<', html))
 
 
+def searched(run: Path, bench: str, model: str, needle: str) -> set[str]:
+    """The instances of (bench, model) whose id, answer or a judge reply holds `needle`, any case."""
+    folded, out = needle.casefold(), set()
+    gens = newest(run, "generation")
+    for (b, m, iid), by_judge in verdicts_by_pair(run).items():
+        if (b, m) != (bench, model):
+            continue
+        texts = [iid, gens[next(iter(by_judge.values()))["gen_key"]]["text"] or ""]
+        texts += [r for j, _ in JUDGES for r in judge_replies(run, (b, m, iid), j)]
+        if any(folded in t.casefold() for t in texts):
+            out.add(iid)
+    return out
+
+
+def test_text_search_in_any_case_and_script(run_dir: Path, viewer: str) -> None:
+    replies = [r["text"] for r in newest(run_dir, "judgment").values() if r["benchmark"] == "cfbench"]
+    chinese = next(t for t in replies if t and not t.isascii())
+    chinese = next(w for w in chinese.split() if not w.isascii())[:3]
+    answer = next(
+        g["text"] for g in newest(run_dir, "generation").values() if g["model"] == "alpha" and g["text"]
+    )
+    word = answer.split()[5]
+    for needle in (chinese, word.upper(), word.lower(), f'{word} "', "YES"):
+        want = searched(run_dir, "cfbench", "alpha", needle)
+        html = get(viewer, f"/list/cfbench/alpha?q={quote(needle)}")
+        assert set(re.findall(r'class="iid">([^<]+)<', html)) == want, needle
+        assert f'<span id="matched">{len(want)}</span>' in html
+    assert searched(run_dir, "cfbench", "alpha", chinese) and searched(run_dir, "cfbench", "alpha", word)
+
+
 def test_the_overview_counts_match_the_records(run_dir: Path, viewer: str) -> None:
     html = get(viewer, "/")
     pairs = verdicts_by_pair(run_dir)
@@ -327,7 +374,12 @@ def test_the_overview_counts_match_the_records(run_dir: Path, viewer: str) -> No
             assert n == LIMIT or bench == "followbench"
     errors = len({p for p in expected(run_dir, "errors")})
     assert errors > 0
-    assert "pairs in error" in html
+    # The pairs in error by kind, as `ifsweep status` counts them.
+    from ifsweep.runner.watch.status import status_report
+
+    kinds = status_report(run_dir).errors_by_kind
+    assert sum(kinds.values()) == errors
+    assert "pairs in error: " + ", ".join(f"{k}: {n}" for k, n in kinds.items()) + " ·" in html
 
 
 def test_traversal_gets_nothing_outside_the_run(run_dir: Path, viewer: str) -> None:
@@ -356,6 +408,15 @@ def test_traversal_gets_nothing_outside_the_run(run_dir: Path, viewer: str) -> N
     assert status == 200 and b"ifsweep view" in body
 
 
+def test_another_site_by_a_rebound_name_gets_nothing(viewer: str) -> None:
+    port = viewer.rstrip("/").rsplit(":", 1)[1]
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}"):
+        status, body = raw_request(viewer, "/", host_header=host)
+        assert status == 403 and b"Run " not in body, host
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert raw_request(viewer, "/", host_header=host)[0] == 200
+
+
 def test_it_has_no_write_endpoints(viewer: str) -> None:
     for method in ("POST", "PUT", "DELETE", "PATCH"):
         for target in ("/", "/list/cfbench/alpha", "/static/viewer.css"):
@@ -373,6 +434,17 @@ def test_not_a_run_directory_exits_2(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert f"{tmp_path}: not a run directory" in out.stderr
+
+
+def test_export_filters_without_export_are_refused(run_dir: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "ifsweep", "view", str(run_dir), "--port", "0", "--failed", "--sample", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert "--failed, --sample: only with --export FILE.html" in out.stderr
 
 
 def test_a_port_in_use_is_a_clear_error(run_dir: Path) -> None:
@@ -435,6 +507,51 @@ def test_the_index_reads_only_what_the_shards_gained(run_dir: Path, tmp_path: Pa
             assert index.groups[group][iid].calls == e.calls
 
 
+def test_a_damaged_line_is_skipped_and_counted(run_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "damaged"
+    shutil.copytree(run_dir, copy)
+    shard = sorted((copy / "shards").glob("*.jsonl"))[0]
+    lines = shard.read_bytes().splitlines(keepends=True)
+    victim = next(i for i, line in enumerate(lines) if b'"kind":"verdict"' in line)
+    lines[victim] = lines[victim].replace(b'"rows":[', b'"rows":[ ', 1)  # checksum no longer matches
+    shard.write_bytes(b"".join(lines))
+    index = RunIndex.build(copy)
+    assert len(index.damaged) == 1 and index.damaged[0].file == shard
+    assert index.version == sum(p.read_bytes().count(b"\n") for p in (copy / "shards").glob("*.jsonl")) - 1
+    with serving(copy) as url:
+        assert "1 damaged shard lines skipped" in get(url, "/")
+
+
+def test_shards_larger_than_one_read_are_indexed_whole(tmp_path: Path) -> None:
+    """A shard of more than 16 MiB (the index reads in 16 MiB pieces), lines of every length across a
+    piece's end: every record is found, and equals what the store reads."""
+    from ifsweep.runner.store.shards import RunStore, record_key
+
+    run, N = tmp_path / "big", 11000
+    store = RunStore.open(run, write_through=False, fsync=False)
+    try:
+        for i in range(N):
+            text = "x" * (1000 + i % 997) + f" answer {i}"
+            store.append(
+                {"v": 2, "kind": "generation", "key": record_key(["g", i]), "status": "ok", "text": text}
+                | {"model": "m", "benchmark": "cfbench", "instance_id": f"i{i}", "cost_usd": 0.5}
+            )
+    finally:
+        store.close()
+    assert sum(p.stat().st_size for p in (run / "shards").glob("*.jsonl")) > 16 << 20
+    index = RunIndex.build(run)
+    assert not index.damaged and index.version == N
+    group = index.groups[("cfbench", "m")]
+    assert list(group) == [f"i{i}" for i in range(N)]
+    stored = {r["key"]: r for r in stored_records(run, {"generation"})}
+    for iid in ("i0", "i4095", f"i{N - 1}", *(f"i{i}" for i in range(0, N, 611))):
+        key = group[iid].gen_key
+        assert key is not None
+        assert index.record(key) == stored[key.hex()]
+    assert index.cost[("cfbench", "m", None)] == 0.5 * N
+    index.close()
+
+
 def test_the_export_holds_the_flagged_pairs_and_a_sample_and_needs_nothing_else(
     run_dir: Path, tmp_path: Path
 ) -> None:
@@ -482,6 +599,21 @@ def test_export_filters_choose_the_pairs(run_dir: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     ids = set(re.findall(r'<h1 class="iid">([^<]+)</h1>', out.read_text()))
     assert ids == {p[2] for p in expected(run_dir, "failed") if p[:2] == ("cfbench", "alpha")}
+
+
+def test_a_small_export_takes_flagged_pairs_of_every_model_in_turn(run_dir: Path) -> None:
+    from ifsweep.runner.view.export import Selection, choose
+
+    index = RunIndex.build(run_dir)
+    flagged = expected(run_dir, "disagree") | expected(run_dir, "unparsed") | expected(run_dir, "errors")
+    groups = {p[:2] for p in flagged}
+    assert len(groups) > 4
+    chosen = choose(index, Selection(sample=2, limit=len(groups)))
+    flagged_chosen = [c for c in chosen if c.why != "sample"]
+    assert len(chosen) == len(groups) and len(flagged_chosen) == len(groups) - 2
+    assert len({(c.bench, c.model) for c in flagged_chosen}) == len(flagged_chosen)  # one a group first
+    assert all((c.bench, c.model, c.entry.instance_id) in flagged for c in flagged_chosen)
+    assert len(choose(index, Selection(sample=0, limit=10_000))) == len(flagged)
 
 
 def test_a_prompt_is_shown_only_from_the_data_the_run_was_made_from(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.eifbench import _parse, _prompts
 from ifsweep.benchmarks.eifbench._load import SCENARIOS, load_instances
 from ifsweep.benchmarks.records import Instance, JudgeTask, JudgeTurn, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks.releases import EIFBENCH
 
 
 def scenario(options: Mapping[str, Any]) -> str | None:
@@ -22,12 +23,7 @@ class EIFBench(BenchmarkBase):
     name = "eifbench"
     display_name = "EIFBench"
     options = frozenset({"scenario"})
-
-    @property
-    def release(self) -> Release:
-        from ifsweep.benchmarks import releases
-
-        return releases.EIFBENCH
+    release: Release = EIFBENCH
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         scenario(options)

@@ -61,14 +61,7 @@ def eifbench_components(rows: pl.LazyFrame) -> Components:
 
 def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """GAcc, ILAcc, CLAcc: slices all and split=S (the scenarios); n = tasks. Ranked by GAcc."""
-    by_scenario = Chart(
-        kind="heatmap",
-        metrics=("GAcc",),
-        prefix="split=",
-        heading="EIFBench: GAcc by scenario",
-        title="EIFBench GAcc by scenario",
-        file="eifbench_by_scenario.svg",
-    )
+    by_scenario = Chart.heatmap("EIFBench", "GAcc", "split", "scenario", "eifbench_by_scenario.svg")
     return (
         BenchmarkMetrics(BENCHMARK, display, METRICS, "GAcc", eifbench_components, charts=(by_scenario,)),
     )

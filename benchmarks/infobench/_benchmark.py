@@ -11,6 +11,7 @@ from ifsweep.benchmarks.base import BenchmarkBase, Release
 from ifsweep.benchmarks.infobench import _parse, _prompts
 from ifsweep.benchmarks.infobench._load import SPLITS, read_rows, resolve_data_file, to_instance, wanted_split
 from ifsweep.benchmarks.records import Instance, JudgeTask, Plan, ScoringMode, TurnOutcome
+from ifsweep.benchmarks.releases import INFOBENCH
 
 __all__ = ["SPLITS", "InfoBench"]
 
@@ -19,12 +20,7 @@ class InfoBench(BenchmarkBase):
     name = "infobench"
     display_name = "InFoBench"
     options = frozenset({"split"})
-
-    @property
-    def release(self) -> Release:
-        from ifsweep.benchmarks import releases
-
-        return releases.INFOBENCH
+    release: Release = INFOBENCH
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         wanted_split(options)

@@ -75,14 +75,7 @@ def infobench_components(rows: pl.LazyFrame) -> Components:
 
 def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
     """DRFR: slices all, split=S, constraint_type=T; n = rows."""
-    by_type = Chart(
-        kind="heatmap",
-        metrics=("DRFR",),
-        prefix="constraint_type=",
-        heading="InFoBench: DRFR by constraint type",
-        title="InFoBench DRFR by constraint type",
-        file="infobench_by_type.svg",
-    )
+    chart = Chart.heatmap("InFoBench", "DRFR", "constraint_type", "constraint type", "infobench_by_type.svg")
     return (
         BenchmarkMetrics(
             name=BENCHMARK,
@@ -90,6 +83,6 @@ def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:
             headline=("DRFR",),
             primary="DRFR",
             components=infobench_components,
-            charts=(by_type,),
+            charts=(chart,),
         ),
     )

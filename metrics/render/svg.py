@@ -138,6 +138,22 @@ def line_chart(
     return _frame(width, height, title, body, "line")
 
 
+def _row_label(row: str, x: float, y: float) -> str:
+    """A model's name right-aligned at (x, y) left of its bars or cells, cut to 30 characters (the
+    whole name in its tooltip)."""
+    label = row if len(row) <= 30 else row[:29] + "…"
+    return (
+        f'<text x="{_fmt(x)}" y="{_fmt(y)}" text-anchor="end" class="tick" '
+        f"{FONT}><title>{esc(row)}</title>{esc(label)}</text>"
+    )
+
+
+def _drawn(values: Mapping[tuple[str, str], Point], row: str, col: str) -> Point | None:
+    """The point of (row, col) when there is one to draw (not missing, not NaN)."""
+    p = values.get((row, col))
+    return None if p is None or math.isnan(p.x) else p
+
+
 def bar_chart(
     title: str,
     rows: Sequence[str],
@@ -164,14 +180,9 @@ def bar_chart(
         )
     for r, row in enumerate(rows):
         y0 = top + r * band
-        label = row if len(row) <= 30 else row[:29] + "…"
-        body.append(
-            f'<text x="{_fmt(left - 8)}" y="{_fmt(y0 + band / 2)}" text-anchor="end" class="tick" '
-            f"{FONT}><title>{esc(row)}</title>{esc(label)}</text>"
-        )
+        body.append(_row_label(row, left - 8, y0 + band / 2))
         for g, group in enumerate(groups):
-            p = values.get((row, group))
-            if p is None or math.isnan(p.x):
+            if (p := _drawn(values, row, group)) is None:
                 continue
             y = y0 + g * bar_h
             bw = max(w * p.x / x_max, 0.5)
@@ -225,14 +236,9 @@ def heatmap(
         )
     for r, row in enumerate(rows):
         y = top + r * cell_h
-        label = row if len(row) <= 30 else row[:29] + "…"
-        body.append(
-            f'<text x="{_fmt(left - 8)}" y="{_fmt(y + cell_h * 0.7)}" text-anchor="end" class="tick" '
-            f"{FONT}><title>{esc(row)}</title>{esc(label)}</text>"
-        )
+        body.append(_row_label(row, left - 8, y + cell_h * 0.7))
         for c, col in enumerate(cols):
-            p = values.get((row, col))
-            if p is None or math.isnan(p.x):
+            if (p := _drawn(values, row, col)) is None:
                 continue
             x = left + c * cell_w
             text_fill = "#ffffff" if p.x > 0.55 else "#1b1e23"

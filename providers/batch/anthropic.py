@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ifsweep.providers.batch.clients import BatchInfo
+from ifsweep.providers.batch.clients import BatchInfo, json_body, listed
 from ifsweep.providers.send.fast import error_detail
 from ifsweep.providers.send.prefix import PrefixEnd, with_breakpoints
 from ifsweep.providers.send.prefix_groups import nested_ends
@@ -136,8 +136,12 @@ def message_batch_info(batch: Any, input_file_id: str | None = None) -> BatchInf
 
 
 def output_line(result_line: bytes) -> bytes:
-    """One line of a results JSONL as the OpenAI output line the endpoint reads."""
-    rec = orjson.loads(result_line)
+    """One line of a results JSONL as the OpenAI output line the endpoint reads (a line that is not JSON
+    goes as it is: the endpoint sends again whatever it leaves without a result)."""
+    try:
+        rec = orjson.loads(result_line)
+    except orjson.JSONDecodeError:
+        return result_line
     custom_id = rec.get("custom_id") if isinstance(rec, dict) else None
     result = rec.get("result") if isinstance(rec, dict) else None
     result = result if isinstance(result, dict) else {}
@@ -219,11 +223,7 @@ class AnthropicBatchClient:
             return raw
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        raw = await self._read(method, path, **kwargs)
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse(f"message batches{path}: body is not JSON ({exc})") from None
+        return json_body(await self._read(method, path, **kwargs), f"message batches{path}")
 
     async def upload(self, data: bytes) -> str:
         file_id = "inline-" + hashlib.sha256(data).hexdigest()[:32]
@@ -244,10 +244,7 @@ class AnthropicBatchClient:
 
     async def listing(self) -> list[BatchInfo]:
         body = await self._json("GET", "", params={"limit": "100"})
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list):
-            raise MalformedResponse("message batch list has no data")
-        return [message_batch_info(b) for b in data]
+        return listed(body, "message batch list", message_batch_info)
 
     async def content(self, file_id: str) -> bytes:
         raw = await self._read("GET", f"/{file_id}/results")

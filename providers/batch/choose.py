@@ -38,7 +38,8 @@ def batch_client(
         # the variable LiteLLM reads.
         key = api_key or (DUMMY_KEY if api_base else os.environ.get("ANTHROPIC_API_KEY"))
         if not key:
-            raise ValueError("no key for Anthropic's Message Batches: set api_key_env (or ANTHROPIC_API_KEY)")
+            # Worded so that retry.classify calls it an auth error, as LiteLLM's missing key is.
+            raise ValueError("API key missing for Anthropic's Message Batches: set api_key_env")
         root = api_root(api_base)
         return AnthropicBatchClient(session(root), root, key)
     if fast and api_base:

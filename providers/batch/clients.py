@@ -1,10 +1,12 @@
 """The Batch API's remote operations: the OpenAI-compatible files + batches protocol over aiohttp (the
-fast path), and LiteLLM's batch functions for the providers that do not speak it (Anthropic, Gemini).
-Only translates; collecting, polling, retries and durability are providers/batch/endpoint.py."""
+fast path), and LiteLLM's batch functions (`openai/` models with use_litellm; LiteLLM 1.106 cannot batch
+Anthropic, which has its own client in providers/batch/anthropic.py, and the other providers are refused
+by the config: providers/batch/choose.py). Only translates; collecting, polling, retries and durability
+are providers/batch/endpoint.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,6 +83,22 @@ def batch_info(obj: Any) -> BatchInfo:
     )
 
 
+def json_body(raw: bytes, where: str) -> Any:
+    """A batch API's 2xx body, parsed; MalformedResponse (naming `where`) when it is not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedResponse(f"{where}: body is not JSON ({exc})") from None
+
+
+def listed(body: Any, what: str, info: Callable[[Any], BatchInfo]) -> list[BatchInfo]:
+    """The batches of a list reply (`{"data": [...]}`), each read by `info`."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        raise MalformedResponse(f"{what} has no data")
+    return [info(b) for b in data]
+
+
 class OpenAIBatchClient:
     """POST /files, POST /batches, GET /batches[/{id}], GET /files/{id}/content, POST /batches/{id}/cancel."""
 
@@ -94,10 +112,7 @@ class OpenAIBatchClient:
             raw = await resp.read()
             if resp.status >= 300:
                 raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedResponse(f"{path}: body is not JSON ({exc})") from None
+        return json_body(raw, path)
 
     async def upload(self, data: bytes) -> str:
         import aiohttp
@@ -124,11 +139,7 @@ class OpenAIBatchClient:
         return batch_info(await self._json("GET", f"/batches/{batch_id}"))
 
     async def listing(self) -> list[BatchInfo]:
-        body = await self._json("GET", "/batches", params={"limit": "100"})
-        data = body.get("data") if isinstance(body, dict) else None
-        if not isinstance(data, list):
-            raise MalformedResponse("batch list has no data")
-        return [batch_info(b) for b in data]
+        return listed(await self._json("GET", "/batches", params={"limit": "100"}), "batch list", batch_info)
 
     async def content(self, file_id: str) -> bytes:
         async with self._session.get(f"{self._base}/files/{file_id}/content", headers=self._headers) as resp:

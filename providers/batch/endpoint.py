@@ -78,7 +78,8 @@ class BatchJournal(Protocol):
     def append(self, record: Mapping[str, Any]) -> None: ...
     def sync(self) -> None: ...  # what was appended is durable when this returns
     def answered(self, key: str) -> bool: ...  # a result the sweep keeps (a success) is stored for `key`
-    def batches(self) -> Iterable[Mapping[str, Any]]: ...  # every batch record, in write order
+    # The batch records this writer collects, in write order (`adopted`: a batch another writer began).
+    def batches(self) -> Iterable[Mapping[str, Any]]: ...
 
 
 @dataclass(slots=True)
@@ -192,6 +193,7 @@ class BatchEndpoint:
         self._open: dict[str, _Open] = {}
         self._ended: dict[str, _Open] = {}  # over, not yet closed
         self._resumed_holds: dict[str, Reservation] = {}
+        self._adopted: set[str] = set()  # keys of batches another writer began (BatchJournal.batches)
         # Keys whose result from that batch (by intent) was an error: nothing in it is worth collecting
         # again (an error is retried by a new call), so they do not keep the batch open.
         self._errored: dict[str, set[str]] = {}
@@ -309,8 +311,11 @@ class BatchEndpoint:
             self._close_answered()
             for key, hold in self._resumed_holds.items():
                 # Answered but never asked for: its cost; else its batch still runs: assume the worst.
+                # Not for a batch another writer began: its pairs are that writer's, whose run stores
+                # the result, and pays for it, when it collects it (a shared ledger would count it twice).
                 ready = self._ready.get(key)
-                self._budget.settle(hold, ready.cost_usd if ready is not None else hold.amount_usd)
+                cost = ready.cost_usd if ready is not None else hold.amount_usd
+                self._budget.settle(hold, 0.0 if key in self._adopted else cost)
             self._resumed_holds.clear()
 
     def client(self) -> BatchClient:
@@ -377,6 +382,8 @@ class BatchEndpoint:
                     # Already committed at the provider: a cap can no longer refuse it.
                     with contextlib.suppress(BudgetExhausted):
                         self._resumed_holds[k] = self._budget.reserve([self.spec.label], per_key)
+                    if rec.get("adopted"):
+                        self._adopted.add(k)
         self._journal.sync()
 
     async def _find_created(self, intent: str, file_id: str) -> BatchInfo | None:

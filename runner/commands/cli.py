@@ -256,19 +256,9 @@ def _partition(text: str | None) -> tuple[int, int] | None:
     return partition
 
 
-def spend_text(spent_usd: float, worst_case_usd: float) -> str:
-    """What was spent; when part of it is the worst case of calls whose bill is unknown, which part."""
-    if worst_case_usd <= 0:
-        return f"${spent_usd:.4f} spent"
-    paid = max(0.0, spent_usd - worst_case_usd)
-    return (
-        f"${spent_usd:.4f} spent (${paid:.4f} paid, as the providers reported; ${worst_case_usd:.4f} the "
-        "worst case of calls cut off or cancelled in flight, whose bill is unknown)"
-    )
-
-
 def _print_result(result: object, run_dir: Path) -> None:
     from ifsweep.runner.engine.sweep import SweepResult
+    from ifsweep.runner.watch.outcomes import spend_text
 
     assert isinstance(result, SweepResult)
     line = (

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.from_thread import start_blocking_portal
 
-from ifsweep.runner.commands.planning import Estimate, estimate
+from ifsweep.exports import LIBRARY_NAMES
+from ifsweep.runner.commands.planning import Estimate as Estimate
+from ifsweep.runner.commands.planning import estimate
 from ifsweep.runner.commands.reporting import report as render_report
 from ifsweep.runner.commands.rundir import compute, require_run_dir
 from ifsweep.runner.config import SweepConfig, check_output_dir, load_config, parse_config
-from ifsweep.runner.engine.sweep import SweepResult, check_ready, load_work, run_sweep
+from ifsweep.runner.engine.sweep import SweepResult as SweepResult
+from ifsweep.runner.engine.sweep import check_ready, load_work, run_sweep
 from ifsweep.runner.watch.status import status_table
 
 if TYPE_CHECKING:
@@ -30,20 +33,7 @@ if TYPE_CHECKING:
     from ifsweep import metrics
     from ifsweep.runner.engine.scheduler import Work
 
-__all__ = [
-    "ConfigSource",
-    "Estimate",
-    "StatusRow",
-    "SweepResult",
-    "agreement",
-    "arun",
-    "plan",
-    "report",
-    "run",
-    "scores",
-    "status",
-    "verdicts",
-]
+__all__ = list(LIBRARY_NAMES)  # the names `ifsweep` re-exports, listed once in api/exports.py
 
 # A sweep config: the path of a TOML file, or the same tables as a dict.
 ConfigSource = str | os.PathLike[str] | Mapping[str, Any]

@@ -225,6 +225,10 @@ def render_status(run_dir: Path) -> str:
             f"{len(batches)} Batch API batches open ({requests} requests): `ifsweep batches {run_dir}` "
             "shows them at the provider; `ifsweep run` collects them",
         ]
+    if report.worst_case_usd > 0:  # calls a kill cut off: the next run starts from this spend
+        from ifsweep.runner.watch.outcomes import spend_text
+
+        lines += ["", spend_text(report.spent_usd, report.worst_case_usd)]
     return "\n".join([*lines, *_incomplete_lines(report)])
 
 

@@ -52,14 +52,20 @@ def run_batches(
 ) -> list[Mapping[str, Any]]:
     """The batch records `writer` collects, in write order: the open batches of a run are the run's,
     so besides its own it takes those begun by writers no longer running (a partition killed while
-    polling, resumed unpartitioned), never a live writer's (that one polls and pays for its own)."""
+    polling, resumed unpartitioned), never a live writer's (that one polls and pays for its own).
+    Records of a batch begun by another writer carry `"adopted": True` (see BatchEndpoint.run)."""
     records = _in_write_order(read({BATCH_KIND}))
     began: dict[str, str | None] = {}
     for r in records:
         began.setdefault(str(r["key"]), r.get("writer"))
     shards = run_dir / SHARDS_DIR
     takes = {w: w is None or w == writer or not writer_running(shards, w) for w in set(began.values())}
-    return [r for r in records if takes[began[str(r["key"])]]]
+    # A batch another writer began is marked "adopted" (a mark read here, never written back).
+    return [
+        r if began[str(r["key"])] in (writer, None) else {**r, "adopted": True}
+        for r in records
+        if takes[began[str(r["key"])]]
+    ]
 
 
 def _in_write_order(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -20,7 +20,7 @@ import orjson
 from ifsweep.providers.budget import SWEEP_SCOPE
 from ifsweep.providers.coord.interfaces import CoordinatorError, CoordinatorSettings
 from ifsweep.providers.limits import ProviderEvent
-from ifsweep.runner.store.intents import SPEND_KINDS, SpendScan
+from ifsweep.runner.store.intents import SPEND_KINDS, WriterSpend
 from ifsweep.runner.store.shards import scan_shards, shard_files
 
 if TYPE_CHECKING:
@@ -35,15 +35,10 @@ def spend_by_writer(run_dir: Path) -> dict[str, dict[str, float]]:
     """{writer: {scope: dollars}} over every stored call record (superseded errors too: they were paid
     for) and the worst case of every intent without a result (runner/store/intents.py); scope "sweep"
     is the writer's total."""
-    writers = [writer for writer, _, _ in shard_files(run_dir)]
-    scans: dict[str, SpendScan] = defaultdict(SpendScan)
+    spend = WriterSpend([writer for writer, _, _ in shard_files(run_dir)])
     for sl in scan_shards(run_dir, kinds=SPEND_KINDS):
-        scans[writers[sl.file_no]].add(sl.record())
-    out = {}
-    for writer, scan in scans.items():
-        scan.finish()
-        out[writer] = {SWEEP_SCOPE: scan.total, **scan.by}
-    return out
+        spend.add(sl.file_no, sl.record())
+    return {writer: {SWEEP_SCOPE: scan.total, **scan.by} for writer, scan in spend.finish().items()}
 
 
 def totals(baseline: Mapping[str, Mapping[str, float]]) -> tuple[float, dict[str, float]]:

@@ -585,7 +585,7 @@ def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | 
 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
-    return {
+    rec: dict[str, Any] = {
         "v": RECORD_VERSION,
         "kind": kind,
         "key": key,
@@ -606,11 +606,14 @@ def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
         "cached_tokens": c.cached_tokens,
         "cache_write_tokens": c.cache_write_tokens,
         "cache_saved_usd": c.cache_saved_usd,
-        # Of cost_usd, the worst case of attempts whose bill is unknown; the intents this call resolves.
-        "worst_case_usd": c.worst_case_usd,
-        "intents": list(c.intents),
         "ts": time.time(),
     }
+    # Only when there are any (readers default them): a run without faults or a cap writes what it did.
+    if c.worst_case_usd:  # of cost_usd, the worst case of attempts whose bill is unknown
+        rec["worst_case_usd"] = c.worst_case_usd
+    if c.intents:  # the intents this call resolves (runner/store/intents.py)
+        rec["intents"] = list(c.intents)
+    return rec
 
 
 def _decides_only(task: JudgeTask, idxs: frozenset[int]) -> bool:

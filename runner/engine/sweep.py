@@ -218,11 +218,11 @@ def _open_run(
     run_dir = cfg.run.output_dir
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
+        lock = lock_run(run_dir, shared=shared, shards_dir=run_dir / SHARDS_DIR)
+    except OSError as e:  # a directory this user may not write (another run's is WriterBusyError)
         raise ConfigError(
             cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
         ) from None
-    lock = lock_run(run_dir, shared=shared, shards_dir=run_dir / SHARDS_DIR)
     store = None
     try:
         older = prepare_run_dir(run_dir, cfg, work)  # refuses incompatible changes before any append

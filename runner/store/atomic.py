@@ -29,8 +29,14 @@ def atomic_write(path: Path, data: bytes, *, in_place_if_full: bool = False) -> 
         if not (in_place_if_full and error is not e and path.exists()):
             raise error from e
         try:
+            before = path.read_bytes()
+        except OSError:
+            raise error from e
+        try:
             _write(path, data)
         except OSError as again:
+            with contextlib.suppress(OSError):
+                _write(path, before)  # no room even so: the old file back, in the room it had
             raise disk_full(again, f"{path}: not written") from again
     dfd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "CompactResult",
     "compact",
+    "latest_batches",
     "latest_lines",
     "load_call_records",
     "load_verdict_rows",
@@ -147,13 +149,16 @@ def _verdict_rows(lines: list[bytes], run: str) -> pl.DataFrame:
     return rows.select([pl.col(c).cast(t) for c, t in VERDICT_COLUMNS.items()])
 
 
-def _call_records(gens: list[bytes], judgments: list[bytes]) -> pl.DataFrame:
+def _calls(kind: str, lines: list[bytes]) -> pl.DataFrame:
+    """Call records of one kind (CALL_COLUMNS)."""
     schema = {k: v for k, v in CALL_COLUMNS.items() if k != "kind"}
-    frames = [
-        _frame(lines, schema).with_columns(pl.lit(kind, pl.String).alias("kind"))
-        for kind, lines in (("generation", gens), ("judgment", judgments))
-    ]
-    return pl.concat(frames).select(list(CALL_COLUMNS))
+    return (
+        _frame(lines, schema).with_columns(pl.lit(kind, pl.String).alias("kind")).select(list(CALL_COLUMNS))
+    )
+
+
+def _call_records(gens: list[bytes], judgments: list[bytes]) -> pl.DataFrame:
+    return pl.concat([_calls("generation", gens), _calls("judgment", judgments)])
 
 
 def _shard_state(run_dir: Path) -> list[list[Any]]:
@@ -164,36 +169,93 @@ def _shard_state(run_dir: Path) -> list[list[Any]]:
     return state
 
 
-def _write_parquet(df: pl.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    df.write_parquet(tmp)
-    os.replace(tmp, path)
+# Lines per Parquet part while compacting: about 100 MB of verdict lines held at a time.
+_BATCH_LINES = 100_000
+_KINDS = ("generation", "judgment", "verdict")
+
+
+def _winners(run_dir: Path, kinds: Iterable[str], damaged: list[DamageReport]) -> set[tuple[int, int]]:
+    """Where the newest valid line per key is, (file number, offset), by `latest_lines`' rule."""
+    best: dict[bytes, tuple[int, int, bool]] = {}
+    get = best.get
+    for sl in scan_shards(run_dir, damaged, kinds=set(kinds)):
+        old = get(sl.key)
+        if old is None or not sl.is_error or old[2]:
+            best[sl.key] = (sl.file_no, sl.offset, sl.is_error)
+    return {(f, o) for f, o, _ in best.values()}
+
+
+def latest_batches(
+    run_dir: Path, kinds: Iterable[str], damaged: list[DamageReport], size: int = _BATCH_LINES
+) -> Iterator[tuple[str, list[bytes]]]:
+    """`latest_lines` in batches of at most `size` lines of one kind: a first pass finds where each
+    key's newest line is, a second reads the shards again and hands those lines on, so memory holds
+    the locations and one batch, never every line. Lines a writer appends between the passes are not
+    among them (then `compact` writes no freshness state)."""
+    chosen = _winners(run_dir, kinds, damaged)
+    pending: dict[str, list[bytes]] = {k: [] for k in kinds}
+    for sl in scan_shards(run_dir, [], kinds=set(kinds)):
+        if (sl.file_no, sl.offset) in chosen:
+            mine = pending[sl.kind]
+            mine.append(sl.line)
+            if len(mine) >= size:
+                yield sl.kind, mine
+                pending[sl.kind] = []
+    yield from ((k, lines) for k, lines in pending.items() if lines)
+
+
+def _part(kind: str, lines: list[bytes], run: str) -> pl.DataFrame:
+    return _verdict_rows(lines, run) if kind == "verdict" else _calls(kind, lines)
+
+
+def _empty(kind: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=VERDICT_COLUMNS if kind == "verdict" else CALL_COLUMNS)
+
+
+_FILES = {"generation": "generations.parquet", "judgment": "judgments.parquet", "verdict": "verdicts.parquet"}
 
 
 def compact(run_dir: Path, *, run: str | None = None) -> CompactResult:
-    """Write the newest record per key of each kind to RUN_DIR/compact/*.parquet."""
+    """Write the newest record per key of each kind to RUN_DIR/compact/*.parquet, in batches: each
+    batch a Parquet part, the parts then copied into one file by Polars' streaming engine."""
     run_dir = Path(run_dir)
+    name = run or _run_name(run_dir)
     before = _shard_state(run_dir)
     damaged: list[DamageReport] = []
-    lines = latest_lines(run_dir, ("generation", "judgment", "verdict"), damaged)
     out = run_dir / COMPACT_DIR
     out.mkdir(parents=True, exist_ok=True)
     # Remove the freshness proof first: a crash midway must not leave new Parquet vouched for by old state.
     (out / _STATE).unlink(missing_ok=True)
-    calls = _call_records(lines["generation"], lines["judgment"])
-    _write_parquet(calls.filter(pl.col("kind") == "generation"), out / "generations.parquet")
-    _write_parquet(calls.filter(pl.col("kind") == "judgment"), out / "judgments.parquet")
-    rows = _verdict_rows(lines["verdict"], run or _run_name(run_dir))
-    _write_parquet(rows, out / "verdicts.parquet")
+    parts = out / f".parts.{os.getpid()}"
+    shutil.rmtree(parts, ignore_errors=True)
+    parts.mkdir()
+    counts = dict.fromkeys(_KINDS, 0)
+    rows = 0
+    try:
+        for kind, lines in latest_batches(run_dir, _KINDS, damaged):
+            frame = _part(kind, lines, name)
+            frame.write_parquet(parts / f"{kind}-{counts[kind]:012d}.parquet")
+            counts[kind] += len(lines)
+            rows += frame.height if kind == "verdict" else 0
+        for kind, file in _FILES.items():
+            found = sorted(parts.glob(f"{kind}-*.parquet"))
+            tmp = out / f".{file}.{os.getpid()}.tmp"
+            if found:
+                pl.scan_parquet(found).sink_parquet(tmp)
+            else:
+                _empty(kind).write_parquet(tmp)
+            os.replace(tmp, out / file)
+    finally:
+        shutil.rmtree(parts, ignore_errors=True)
     # A writer that appended while we read makes the state differ: then no state, and readers stream.
     if _shard_state(run_dir) == before:
-        (out / _STATE).write_bytes(orjson.dumps({"shards": before, "run": run or _run_name(run_dir)}))
+        (out / _STATE).write_bytes(orjson.dumps({"shards": before, "run": name}))
     return CompactResult(
         directory=out,
-        generations=len(lines["generation"]),
-        judgments=len(lines["judgment"]),
-        verdicts=len(lines["verdict"]),
-        verdict_rows=rows.height,
+        generations=counts["generation"],
+        judgments=counts["judgment"],
+        verdicts=counts["verdict"],
+        verdict_rows=rows,
         damaged=damaged,
     )
 

@@ -20,7 +20,7 @@ from typing import Any
 from ifsweep.runner.store.keys import KEY_SCHEMA
 from ifsweep.runner.store.shards import RunStore
 
-__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "record_spend"]
+__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "WriterSpend", "record_spend"]
 
 INTENT = "intent"
 # The records a run's spend is read from: the calls, and the intents of calls that never came back.
@@ -90,3 +90,27 @@ class SpendScan:
         self.total += dollars
         if label is not None:
             self.by[label] = self.by.get(label, 0.0) + dollars
+
+
+@dataclass(slots=True)
+class WriterSpend:
+    """A SpendScan per writer of a run directory, fed in shard order (`writers[file_no]` names the
+    writer of shard file `file_no`). One function for every reader of a run's spend: the baseline each
+    writer starts from under a coordinator (runner/engine/coordinator.py) and `ifsweep status`, so the
+    spend status shows is the spend a resumed run starts from, intents cut off by a kill included."""
+
+    writers: list[str]
+    scans: dict[str, SpendScan] = field(default_factory=dict)
+
+    def add(self, file_no: int, rec: Mapping[str, Any]) -> None:
+        writer = self.writers[file_no]
+        scan = self.scans.get(writer)
+        if scan is None:
+            scan = self.scans[writer] = SpendScan()
+        scan.add(rec)
+
+    def finish(self) -> dict[str, SpendScan]:
+        """Each writer's scan, its open intents charged (call it once every record was added)."""
+        for scan in self.scans.values():
+            scan.finish()
+        return self.scans

@@ -285,36 +285,31 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
         if _canon(nb.settings) != _canon(ob.settings):
             problems.append(f"benchmark '{name}': settings changed: {_diff(ob.settings, nb.settings)}")
     for mid, om in sorted(old.models.items()):
-        nm = new.models.get(mid)
-        if nm is None:
-            continue
-        if nm.model != om.model:
-            problems.append(f"model '{mid}': provider model changed from {om.model!r} to {nm.model!r}")
-        elif _canon(nm.endpoint) != _canon(om.endpoint):
-            problems.append(f"model '{mid}': endpoint changed: {_diff(om.endpoint, nm.endpoint)}")
-        if _canon(nm.params) != _canon(om.params):
-            problems.append(f"model '{mid}': params changed: {_diff(om.params, nm.params)}")
+        if (nm := new.models.get(mid)) is not None:
+            problems += _entry_changes(f"model '{mid}'", om, nm)
     # Judges: one may join or leave the panel (each has verdicts of its own, apart in every report);
     # an id that comes back must mean the same judge, or its old and new verdicts would mix.
     for jid, oj in sorted(old.judges.items()):
-        nj = new.judges.get(jid)
-        if nj is None:
-            continue
-        if oj.model != nj.model:
-            problems.append(
-                f"judge '{jid}': provider model changed from {oj.model!r} to {nj.model!r}; "
-                "give the new judge another id"
-            )
-        elif _canon(oj.endpoint) != _canon(nj.endpoint):
-            problems.append(f"judge '{jid}': endpoint changed: {_diff(oj.endpoint, nj.endpoint)}")
-        elif _canon(oj.params) != _canon(nj.params):
-            problems.append(f"judge '{jid}': params changed: {_diff(oj.params, nj.params)}")
+        if (nj := new.judges.get(jid)) is not None:
+            problems += _entry_changes(f"judge '{jid}'", oj, nj, "; give the new judge another id")
     if old.budget_usd is not None and (new.budget_usd is None or new.budget_usd < old.budget_usd):
         # A budget only grows: a lower cap might already be spent, and no cap would lift the guard.
         problems.append(
             f"budget lowered or removed ({old.budget_usd} -> {new.budget_usd}); a run's budget can only grow"
         )
     return Compatibility(ok=not problems, problems=problems)
+
+
+def _entry_changes(who: str, old: ModelEntry, new: ModelEntry, hint: str = "") -> list[str]:
+    """What differs between a model's (or judge's) recorded entry and its new one, for `compare`."""
+    problems: list[str] = []
+    if new.model != old.model:
+        problems.append(f"{who}: provider model changed from {old.model!r} to {new.model!r}{hint}")
+    elif _canon(new.endpoint) != _canon(old.endpoint):
+        problems.append(f"{who}: endpoint changed: {_diff(old.endpoint, new.endpoint)}")
+    if _canon(new.params) != _canon(old.params):
+        problems.append(f"{who}: params changed: {_diff(old.params, new.params)}")
+    return problems
 
 
 def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:

@@ -27,6 +27,7 @@ import time
 import zlib
 from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -558,8 +559,15 @@ class RunStore:
 
     def _commit_here(self, batch: _Batch, *, sync: bool) -> None:
         """Commit on this thread; a failed batch goes back in front of the buffer, nothing forgotten."""
-        try:
+        with self._settled(batch):
             self._commit(batch, sync=sync)
+
+    @contextmanager
+    def _settled(self, batch: _Batch) -> Iterator[None]:
+        """Around one commit, on the thread that appends (never in the worker that writes): a failed batch
+        goes back in front of the buffer; either way it is no longer in flight."""
+        try:
+            yield
         except OSError:
             self._restore(batch)
             raise
@@ -596,14 +604,8 @@ class RunStore:
                 batch = self._take()
                 if batch is None:
                     continue
-                try:
+                with self._settled(batch):
                     await anyio.to_thread.run_sync(self._commit, batch)
-                except OSError:
-                    self._restore(batch)
-                    raise
-                finally:
-                    if self._inflight is batch:
-                        self._inflight = None
         finally:
             self._flusher_running = False
             self._wake = self._full = None

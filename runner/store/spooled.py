@@ -7,6 +7,11 @@ grow with the size of its data sets. Here each instance is pickled once into an 
 8 bytes. Reading one back is a pread and an unpickle, about 20 microseconds, small beside a call; the
 file's pages sit in the page cache, not in the process.
 
+Every model's workers walk the instances in the same order at about the same pace, so the last
+`_RECENT` instances read stay decoded: a model a few instances behind another takes the same object
+instead of unpickling it again (measured at latency 0 over 40 models: the unpickling was 6% of the
+sweep's CPU; instances are frozen, so sharing one is safe). That holds at most `_RECENT` instances.
+
 Unpickling is safe here because the file holds only what this object wrote: it has no name in any
 directory from the moment it is created, so nothing else can open, let alone write it.
 """
@@ -24,16 +29,19 @@ from ifsweep.benchmarks import Instance
 
 __all__ = ["SpooledInstances"]
 
+_RECENT = 256
+
 
 class SpooledInstances(Sequence[Instance]):
     """Instances in load order; `len` is free, indexing and iteration read from the spool file."""
 
-    __slots__ = ("_file", "_offsets")
+    __slots__ = ("_file", "_offsets", "_recent")
 
     def __init__(self, instances: Iterable[Instance], *, limit: int | None = None) -> None:
         # Open for this object's lifetime, not a block's: closed by close() or when it is collected.
         self._file = tempfile.TemporaryFile(prefix="ifsweep-instances-")  # noqa: SIM115
         self._offsets = array("Q", [0])
+        self._recent: dict[int, Instance] = {}  # index -> instance, oldest first
         end = 0
         try:
             for inst in instances:
@@ -65,10 +73,16 @@ class SpooledInstances(Sequence[Instance]):
             i += n
         if not 0 <= i < n:
             raise IndexError(f"instance {i} of {n}")
+        inst = self._recent.get(i)
+        if inst is not None:
+            return inst
         start, end = self._offsets[i], self._offsets[i + 1]
         inst = pickle.loads(os.pread(self._file.fileno(), end - start, start))
         if not isinstance(inst, Instance):  # only a bug could get here: the file is ours alone
             raise TypeError(f"spool entry {i} is a {type(inst).__name__}, not an Instance")
+        if len(self._recent) >= _RECENT:
+            del self._recent[next(iter(self._recent))]
+        self._recent[i] = inst
         return inst
 
     def __iter__(self) -> Iterator[Instance]:

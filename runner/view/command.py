@@ -46,7 +46,9 @@ def add_view_parser(sub: Any) -> None:
         ("disagree", "judges that disagree"),
     ):
         g.add_argument(f"--{flag}", action="store_true", help=f"pairs with {what}")
-    g.add_argument("--type", default="", dest="ctype", help="pairs with a constraint of this type")
+    g.add_argument(
+        "--type", default="", dest="ctype", metavar="TYPE", help="pairs with a constraint of this type"
+    )
     g.add_argument("--search", default="", help="pairs whose id, answer or judge replies hold this text")
     g.add_argument("--sample", type=int, default=20, help="pairs drawn from the rest (default 20)")
     g.add_argument("--limit", type=int, default=1000, help="at most this many pairs (default 1000)")
@@ -66,6 +68,24 @@ def run_view(args: argparse.Namespace) -> int:
             raise UsageError(f"--data {d}: no such file or directory")
     if args.export is not None:
         return _export(args, run_dir, data)
+    given = [
+        flag
+        for flag, value, default in (
+            ("--benchmark", args.benchmark, ""),
+            ("--model", args.model, ""),
+            ("--failed", args.failed, False),
+            ("--unparsed", args.unparsed, False),
+            ("--errors", args.errors, False),
+            ("--disagree", args.disagree, False),
+            ("--type", args.ctype, ""),
+            ("--search", args.search, ""),
+            ("--sample", args.sample, 20),
+            ("--limit", args.limit, 1000),
+        )
+        if value != default
+    ]
+    if given:  # the served pages filter in the browser: these would do nothing
+        raise UsageError(f"{', '.join(given)}: only with --export FILE.html")
     return _serve(args, run_dir, data)
 
 
@@ -98,9 +118,13 @@ def _serve(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> i
         )
     shards = list((run_dir / "shards").glob("*.jsonl"))
     size = sum(p.stat().st_size for p in shards) / 2**20
-    print(f"[ifsweep] reading {len(shards)} shard files ({size:.0f} MiB) of {run_dir}...", file=sys.stderr)
+    print(
+        f"[ifsweep] serving at once; indexing {len(shards)} shard files ({size:.0f} MiB) of {run_dir} "
+        "meanwhile",
+        file=sys.stderr,
+    )
     try:
-        state = ViewState.open(run_dir, data)
+        state = ViewState.open(run_dir, data, background=True)
     except BaseException:
         sock.close()
         raise

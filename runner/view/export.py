@@ -11,16 +11,17 @@ import hashlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 from ifsweep.runner.view.detail import instance_detail
-from ifsweep.runner.view.filters import Filters, flags_of, searchable, select
+from ifsweep.runner.view.filters import Filters, flags_of, select
 from ifsweep.runner.view.html import AnchorLinks, anchor, esc, link, page, table
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.instance_page import instance_body
 from ifsweep.runner.view.marks import Entry
 from ifsweep.runner.view.overview import leaderboards, overview
-from ifsweep.runner.view.pages import marks_cell, overview_body
+from ifsweep.runner.view.pages import marks_cell, overview_body, pair_texts
 from ifsweep.runner.view.sources import InstanceSource
 
 __all__ = ["Chosen", "Selection", "choose", "export_html"]
@@ -50,36 +51,42 @@ def _why(entry: Entry, types: tuple[str | None, ...]) -> str:
 
 
 def choose(index: RunIndex, sel: Selection) -> list[Chosen]:
-    """The pairs an export holds: the filters' (or the flagged ones), then the sample, up to the limit."""
-    picked: list[Chosen] = []
+    """The pairs an export holds: the filters' (or the flagged ones), then the sample, up to the limit.
+    When the flagged pairs are more than the limit leaves room for, every (benchmark, model) gets its
+    turn (round robin), so the file shows each model rather than the first ones in full."""
+    picked: list[list[Chosen]] = []
     rest: list[tuple[str, str, Entry]] = []
     for (bench, model), group in index.groups.items():
         if (sel.benchmark and bench != sel.benchmark) or (sel.model and model != sel.model):
             continue
-
-        def types_of(iid: str, bench: str = bench) -> tuple[str | None, ...]:
-            return index.types.get((bench, iid), ())
-
-        def texts_of(e: Entry) -> Iterable[str]:
-            return searchable(index.record(k) for k in [e.gen_key, *e.calls] if k)
-
-        if sel.filters.any:
-            kept = {id(e) for e in select(group.values(), types_of, sel.filters, texts_of)}
-        else:
-            kept = {id(e) for e in group.values() if _why(e, types_of(e.instance_id))}
-        for e in group.values():
-            if id(e) in kept:
-                why = "filter" if sel.filters.any else _why(e, types_of(e.instance_id))
-                picked.append(Chosen(bench, model, e, why))
-            else:
-                rest.append((bench, model, e))
+        mine, others = _split(index, bench, group.values(), sel.filters)
+        picked.append([Chosen(bench, model, e, why) for e, why in mine])
+        rest += [(bench, model, e) for e in others]
 
     def draw(item: tuple[str, str, Entry]) -> bytes:
         return hashlib.sha256(f"{sel.seed}\0{item[0]}\0{item[1]}\0{item[2].instance_id}".encode()).digest()
 
-    sample = sorted(rest, key=draw)[: sel.sample]
-    picked += [Chosen(b, m, e, "sample") for b, m, e in sample]
-    return picked[: sel.limit]
+    sample = [Chosen(b, m, e, "sample") for b, m, e in sorted(rest, key=draw)[: sel.sample]]
+    room = max(0, sel.limit - len(sample))
+    flagged = [c for turn in zip_longest(*picked) for c in turn if c is not None][:room]
+    order = {id(c): i for i, c in enumerate(c for group in picked for c in group)}
+    return (sorted(flagged, key=lambda c: order[id(c)]) + sample)[: sel.limit]
+
+
+def _split(
+    index: RunIndex, bench: str, entries: Iterable[Entry], filters: Filters
+) -> tuple[list[tuple[Entry, str]], list[Entry]]:
+    """(the pairs of one group the filters keep, or else the flagged ones, with why; the others)."""
+
+    def types_of(iid: str) -> tuple[str | None, ...]:
+        return index.types.get((bench, iid), ())
+
+    entries = list(entries)
+    if filters.any:
+        kept = {id(e) for e in select(entries, types_of, filters, pair_texts(index, filters.text))}
+        return [(e, "filter") for e in entries if id(e) in kept], [e for e in entries if id(e) not in kept]
+    whys = [(e, _why(e, types_of(e.instance_id))) for e in entries]
+    return [(e, why) for e, why in whys if why], [e for e, why in whys if not why]
 
 
 def export_html(

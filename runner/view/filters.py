@@ -54,39 +54,68 @@ class Filters:
 
 def flags_of(entry: Entry, types: Sequence[str | None]) -> dict[str, int]:
     """Per outcome, the constraints of the pair with it under any judge (masks)."""
-    return dict(zip(_FLAGS, entry.flags(len(types)), strict=True))
+    return dict(zip(_FLAGS, entry.outcomes, strict=True))
 
 
 def _type_mask(types: Sequence[str | None], ctype: str) -> int:
     return sum(1 << i for i, t in enumerate(types) if t == ctype)
 
 
-def _keeps(f: Filters, wanted: Sequence[int], entry: Entry, types: Sequence[str | None]) -> bool:
+def _keeps(
+    f: Filters, wanted: Sequence[int], entry: Entry, types: tuple[str | None, ...], scopes: dict[Any, int]
+) -> bool:
+    scope = -1
+    if f.ctype:
+        scope = scopes.get(types, -1)
+        if scope < 0:
+            scope = scopes[types] = _type_mask(types, f.ctype)  # instances share a few type lists
+        if not scope:  # no constraint of that type: neither the type alone nor a flag on it holds
+            return False
     if f.judge:
         flags = outcomes([m for m in entry.marks if (m.judge or "") == f.judge], len(types))
     else:
-        flags = entry.flags(len(types))
-    scope = -1
-    if f.ctype:
-        scope = _type_mask(types, f.ctype)
-        if not scope:  # no constraint of that type: neither the type alone nor a flag on it holds
-            return False
+        flags = entry.outcomes
     return all(flags[i] & scope for i in wanted)
+
+
+def _typed(
+    entries: Iterable[Entry], types_of: Callable[[str], tuple[str | None, ...]], ctype: str, wanted: list[int]
+) -> list[Entry]:
+    """`_keeps` without a judge filter, inlined: a type filter runs over every pair of a 100k list."""
+    scopes: dict[tuple[str | None, ...], int] = {}
+    out = []
+    for e in entries:
+        types = types_of(e.instance_id)
+        scope = scopes.get(types)
+        if scope is None:
+            scope = scopes[types] = _type_mask(types, ctype)
+        if scope:
+            flags = e.outcomes
+            for i in wanted:
+                if not flags[i] & scope:
+                    break
+            else:
+                out.append(e)
+    return out
 
 
 def select(
     entries: Iterable[Entry],
-    types_of: Callable[[str], Sequence[str | None]],
+    types_of: Callable[[str], tuple[str | None, ...]],
     f: Filters,
     texts_of: Callable[[Entry], Iterable[str]] | None = None,
 ) -> list[Entry]:
     """The entries the filters keep, in the index's order. `texts_of` gives a pair's searchable texts
     (its id is always searched); without it the text filter is ignored."""
-    if f.without_text().any:
-        wanted = [i for i, name in enumerate(_FLAGS) if getattr(f, name)]
-        kept = [e for e in entries if _keeps(f, wanted, e, types_of(e.instance_id))]
-    else:
-        kept = list(entries)  # no bit filter: a 100k-instance list costs one copy of its entries
+    wanted = [i for i, name in enumerate(_FLAGS) if getattr(f, name)]
+    if f.judge:
+        scopes: dict[Any, int] = {}
+        kept = [e for e in entries if _keeps(f, wanted, e, types_of(e.instance_id), scopes)]
+    elif f.ctype:
+        kept = _typed(entries, types_of, f.ctype, wanted)
+    else:  # flags alone: one test of each pair's summary bits
+        need = sum(1 << i for i in wanted)
+        kept = [e for e in entries if e.summary & need == need]
     if not f.text or texts_of is None:
         return kept
     needle = f.text.casefold()
@@ -95,10 +124,3 @@ def select(
         for e in kept
         if needle in e.instance_id.casefold() or any(needle in t.casefold() for t in texts_of(e))
     ]
-
-
-def searchable(records: Iterable[Mapping[str, Any] | None]) -> Iterable[str]:
-    """The texts of records (answers, judge replies) a search looks in."""
-    for rec in records:
-        if rec is not None and isinstance(rec.get("text"), str):
-            yield rec["text"]

@@ -37,8 +37,11 @@ class Links(Protocol):
 
     def group(self, bench: str, model: str, query: Mapping[str, str] | None = None) -> str: ...
 
-    def instance(self, bench: str, model: str, instance_id: str) -> str:
-        """ "" when the instance has no page here (an export holds only those it selected)."""
+    def instance(
+        self, bench: str, model: str, instance_id: str, query: Mapping[str, str] | None = None
+    ) -> str:
+        """ "" when the instance has no page here (an export holds only those it selected). `query`:
+        the list's filters, which the page's previous and next links walk."""
         ...
 
 
@@ -57,8 +60,11 @@ class UrlLinks:
         url = f"/list/{_seg(bench)}/{_seg(model)}"
         return f"{url}?{urlencode(dict(query))}" if query else url
 
-    def instance(self, bench: str, model: str, instance_id: str) -> str:
-        return f"/instance/{_seg(bench)}/{_seg(model)}/{_seg(instance_id)}"
+    def instance(
+        self, bench: str, model: str, instance_id: str, query: Mapping[str, str] | None = None
+    ) -> str:
+        url = f"/instance/{_seg(bench)}/{_seg(model)}/{_seg(instance_id)}"
+        return f"{url}?{urlencode(dict(query))}" if query else url
 
 
 def anchor(*parts: str) -> str:
@@ -79,7 +85,9 @@ class AnchorLinks:
     def group(self, bench: str, model: str, query: Mapping[str, str] | None = None) -> str:
         return "#" + anchor("g", bench, model) if (bench, model) in self.groups else ""
 
-    def instance(self, bench: str, model: str, instance_id: str) -> str:
+    def instance(
+        self, bench: str, model: str, instance_id: str, query: Mapping[str, str] | None = None
+    ) -> str:
         key = (bench, model, instance_id)
         return "#" + anchor("i", *key) if key in self.included else ""
 

@@ -9,8 +9,10 @@ Precedence is the store's own: the newest record per key, except that an error n
 
 from __future__ import annotations
 
+import binascii
 import os
 import sys
+import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,9 +25,13 @@ from ifsweep.runner.store.keyindex import KeyIndex, normalized
 from ifsweep.runner.store.shards import DamageReport, decode_record, parse_line, shard_files
 from ifsweep.runner.view.marks import Entry, mark_of, raw, types_of
 
-__all__ = ["RunIndex"]
+__all__ = ["RunIndex", "count_lines"]
 
 _CHUNK = 16 << 20
+# The store's line layout (runner.store.shards): checksum, then key, kind and an error status first.
+_PREFIX, _HEAD, _KEY_KIND, _KIND_OPEN = b'{"_c":"', 17, b'"key":"', b',"kind":"'
+_ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
+_ATTACHED = {b"generation": "generation", b"judgment": "judgment", b"verdict": "verdict"}
 _OFF_BITS = 40  # KeyIndex's packing: the file number above a 40-bit offset
 Group = tuple[str, str]  # (benchmark label, model label)
 
@@ -63,9 +69,12 @@ class RunIndex:
     ctypes: dict[str, set[str]] = field(default_factory=dict)  # benchmark -> every constraint type seen
     damaged: list[DamageReport] = field(default_factory=list)
     version: int = 0  # valid lines read so far: what caches of derived views key on
+    behind: bool = False  # the last refresh stopped at its limit: the shards hold more than is indexed
     _files: list[_File] = field(default_factory=list)
     _by_path: dict[Path, _File] = field(default_factory=dict)
     _fds: dict[int, int] = field(default_factory=dict)
+    _pending: _Batch = field(default_factory=_Batch)  # located lines not yet loaded into `keys`
+    _recent: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # their newest (loc, meta) by key
 
     @classmethod
     def build(cls, run_dir: Path) -> RunIndex:
@@ -73,10 +82,19 @@ class RunIndex:
         index.refresh()
         return index
 
-    def refresh(self) -> int:
-        """Read what the shards gained since the last call; returns the number of new valid lines."""
+    @property
+    def lines_read(self) -> int:
+        """Whole lines read so far, valid or damaged."""
+        return self.version + len(self.damaged)
+
+    def refresh(self, limit: int | None = None) -> int:
+        """Read what the shards gained since the last call; returns the number of new valid lines.
+        With `limit`, stop after about that many bytes (whole lines): `behind` then says more remain,
+        so a server reads a large run in steps and answers requests between them."""
         before = self.version
         batch = _Batch()
+        budget = limit
+        self.behind = False
         for _, _, path in shard_files(self.run_dir):
             f = self._by_path.get(path)
             if f is None:
@@ -88,38 +106,82 @@ class RunIndex:
                 continue
             if size < f.offset:  # the writer cut a damaged tail we had passed over: read on from there
                 f.offset = min(f.good_end, size)
-            if size > f.offset:
-                for off, line in _lines(f):
-                    self._add(f, off, line, batch)
+            if size > f.offset and budget is not None and budget <= 0:
+                self.behind = True
+            elif size > f.offset:
+                start = f.offset
+                self._read(f, batch, budget)
+                budget = None if budget is None else budget - (f.offset - start)
+                self.behind |= budget is not None and f.offset < size
         self._locate(batch)
         return self.version - before
 
     def _locate(self, batch: _Batch) -> None:
-        """Many new lines in one vectorized load; a few (a live sweep's latest) one by one, since a load
-        rebuilds the whole table."""
-        n = len(batch.locs)
-        if n > len(self.keys) // 8:
-            self.keys.load(batch.keys, batch.locs, batch.metas)
-            return
-        for i in range(n):
-            loc, meta = batch.locs[i], batch.metas[i]
-            key = bytes(batch.keys[16 * i : 16 * i + 16])
-            self.keys.put(key, loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
+        """The lines' locations, gathered in `_pending` (and newest per key in `_recent`, which reads
+        consult meanwhile) until they are an eighth of the table, then added in one vectorized load,
+        which rebuilds it: a run read in many steps, or a live sweep's few lines at a time, costs a
+        dict entry a line and O(log n) loads, not a probe of the table in Python per line."""
+        keys, locs, metas, recent = batch.keys, batch.locs, batch.metas, self._recent
+        for i in range(len(locs)):
+            key, meta = bytes(keys[16 * i : 16 * i + 16]), metas[i]
+            old = recent.get(key)
+            if old is None or not meta & 1 or old[1] & 1:  # an error never replaces a success
+                recent[key] = (locs[i], meta)
+        pending = self._pending
+        pending.keys += keys
+        pending.locs.extend(locs)
+        pending.metas.extend(metas)
+        if len(pending.locs) > len(self.keys) // 8:
+            self.keys.load(pending.keys, pending.locs, pending.metas)
+            self._pending, self._recent = _Batch(), {}
 
-    def _add(self, f: _File, off: int, line: bytes, batch: _Batch) -> None:
-        head = parse_line(line)
-        if type(head) is not tuple:
-            self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {head}"))
-            return
-        key, kind, is_error = head
-        n = len(line) + 1
-        f.good_end = off + n
-        self.version += 1
-        batch.keys += normalized(key)
-        batch.locs.append(f.file_no << _OFF_BITS | off)
-        batch.metas.append(n << 1 | is_error)
-        if kind in ("generation", "judgment", "verdict"):
-            self._attach(kind, decode_record(line), key)
+    def _read(self, f: _File, batch: _Batch, limit: int | None) -> None:
+        """Every whole line `f` gained: checked, located, and the records the pages need attached. The
+        loop every record of a run goes through once: the store's parse_line is inlined for the lines
+        that pass (a line that does not gets its reason from parse_line itself)."""
+        add_key, add_loc, add_meta = batch.keys.extend, batch.locs.append, batch.metas.append
+        file_bits, attach, loads, crc32, unhex = (
+            f.file_no << _OFF_BITS,
+            self._attach,
+            orjson.loads,
+            zlib.crc32,
+            binascii.unhexlify,
+        )
+        valid, good_end = 0, f.good_end
+        for off, line in _lines(f, limit):
+            try:
+                ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(memoryview(line)[_HEAD:])
+                if ok:
+                    kend = line.find(b'"', 24)
+                    kind_end = line.find(b'"', kend + 10)
+                    ok = (
+                        kend > 24
+                        and kind_end > 0
+                        and line.startswith(_KEY_KIND, _HEAD)
+                        and line.startswith(_KIND_OPEN, kend + 1)
+                    )
+                    key = unhex(line[24:kend])
+            except (ValueError, binascii.Error):
+                ok = False
+            if not ok:
+                reason = parse_line(line)
+                self.damaged.append(
+                    DamageReport(
+                        f.path, -1, f"offset {off}: {reason if type(reason) is str else 'bad header'}"
+                    )
+                )
+                continue
+            n = len(line) + 1
+            good_end = off + n
+            valid += 1
+            add_key(key if len(key) == 16 else normalized(key))
+            add_loc(file_bits | off)
+            add_meta(n << 1 | line.startswith(_ERROR_STATUS, kind_end + 1))
+            kind = _ATTACHED.get(line[kend + 10 : kind_end])
+            if kind is not None:
+                attach(kind, loads(line), key)  # checked above; its "_c" is never read
+        f.good_end = good_end
+        self.version += valid
 
     def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
         bench, model = str(rec.get("benchmark")), str(rec.get("model"))
@@ -143,9 +205,11 @@ class RunIndex:
             if gen_key and gen_key != entry.gen_key:  # the generation this verdict judged
                 entry.gen_key = gen_key
             self.judges.setdefault(mark.judge, None)
-            if (bench, iid) not in self.types:
+            types = self.types.get((bench, iid))
+            if types is None:
                 types = self.types[(bench, entry.instance_id)] = types_of(rec)
                 self.ctypes.setdefault(bench, set()).update(t for t in types if t)
+            entry.settle(len(types))
         elif kind == "generation":
             if entry.gen_key is None:
                 entry.gen_key = key
@@ -154,12 +218,15 @@ class RunIndex:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    def record(self, key: bytes | str) -> dict[str, Any] | None:
-        """The newest record of `key` (raw or hex), read back from its shard and checked again."""
+    def line(self, key: bytes | str) -> bytes | None:
+        """The newest line of `key` (raw or hex), read back from its shard and its checksum checked."""
         key = raw(key) if isinstance(key, str) else key
         if not key:
             return None
-        found = self.keys.get(key)
+        found, newer = self.keys.get(key), self._recent.get(normalized(key))
+        if newer is not None and (found is None or found[3] or not newer[1] & 1):
+            loc, meta = newer
+            found = (loc >> _OFF_BITS, loc & ((1 << _OFF_BITS) - 1), meta >> 1, bool(meta & 1))
         if found is None:
             return None
         file_no, offset, length, _ = found
@@ -170,10 +237,12 @@ class RunIndex:
         head = parse_line(line)
         if type(head) is not tuple or head[0] != key:
             raise OSError(f"{self._files[file_no].path}: record at offset {offset} changed on disk")
-        try:
-            return decode_record(line)
-        except orjson.JSONDecodeError as e:  # checksummed, so only a writer of another format does this
-            raise OSError(f"{self._files[file_no].path}: record at offset {offset}: {e}") from None
+        return line
+
+    def record(self, key: bytes | str) -> dict[str, Any] | None:
+        """The newest record of `key` (raw or hex), decoded."""
+        line = self.line(key)
+        return None if line is None else decode_record(line)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -181,14 +250,16 @@ class RunIndex:
         self._fds.clear()
 
 
-def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
+def _lines(f: _File, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
     """(offset, line without its newline) of every whole line past `f.offset`; advances it. A line still
-    being written (no newline yet) is left for the next refresh."""
+    being written (no newline yet) is left for the next refresh. With `limit`, stops after the piece
+    that reaches about that many bytes (a line longer than that is still read whole)."""
     with open(f.path, "rb", buffering=0) as fh:
         fh.seek(f.offset)
         rest = b""
-        while True:
-            chunk = fh.read(_CHUNK)
+        start = f.offset
+        while limit is None or f.offset - start < limit:
+            chunk = fh.read(_CHUNK if limit is None else min(_CHUNK, max(limit - len(rest), 1 << 16)))
             if not chunk:
                 return
             data = rest + chunk if rest else chunk
@@ -202,3 +273,17 @@ def _lines(f: _File) -> Iterator[tuple[int, bytes]]:
                 off += len(line) + 1
             f.offset = off
             rest = data[end + 1 :]
+
+
+def count_lines(run_dir: Path) -> int:
+    """Whole lines in the run's shards now: what an index reading them all will have read (valid and
+    damaged), so a server can say how far its first pass has come. Reads files only (a worker thread)."""
+    total = 0
+    for _, _, path in shard_files(run_dir):
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                while chunk := fh.read(_CHUNK):
+                    total += chunk.count(b"\n")
+        except FileNotFoundError:
+            continue
+    return total

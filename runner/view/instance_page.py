@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ifsweep.benchmarks import Message
 from ifsweep.runner.view.detail import Detail, JudgeView, Turn
 from ifsweep.runner.view.html import Links, anchor, crumbs, esc, link, page, table, usd
 
-__all__ = ["instance_body", "instance_page"]
+__all__ = ["Walk", "instance_body", "instance_page"]
 
 _OUTCOME = {
     "yes": ('<span class="v-yes">✓ satisfied</span>'),
@@ -164,11 +165,34 @@ def instance_body(d: Detail, links: Links) -> str:
     )
 
 
-def instance_page(d: Detail, links: Links, run: str) -> str:
+def instance_page(d: Detail, links: Links, run: str, walk: Walk | None = None) -> str:
+    """`walk`: where the instance stands in the list it was opened from (its filters kept)."""
+    query = dict(walk.query) if walk is not None else {}
     trail = crumbs(
         links,
         run,
-        (links.group(d.benchmark, d.model), f"{d.benchmark} · {d.model}"),
-        (links.instance(d.benchmark, d.model, d.instance_id), d.instance_id),
+        (links.group(d.benchmark, d.model, query), f"{d.benchmark} · {d.model}"),
+        (links.instance(d.benchmark, d.model, d.instance_id, query), d.instance_id),
     )
-    return page(f"{d.instance_id} · {d.model} · ifsweep view", instance_body(d, links), crumbs=trail)
+    nav = ""
+    if walk is not None:
+
+        def to(iid: str | None, text: str, rel: str) -> str:
+            if iid is None:
+                return f'<span class="muted">{text}</span>'
+            return f'<a rel="{rel}" href="{esc(links.instance(d.benchmark, d.model, iid, query))}">{text}</a>'
+
+        nav = (
+            f'<nav class="walk">{to(walk.previous, "‹ previous", "prev")} '
+            f'<span class="at">{walk.position} of {walk.total}</span> {to(walk.next, "next ›", "next")}</nav>'
+        )
+    return page(f"{d.instance_id} · {d.model} · ifsweep view", nav + instance_body(d, links), crumbs=trail)
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    query: Mapping[str, str]
+    previous: str | None
+    next: str | None
+    position: int  # 1-based
+    total: int

@@ -34,20 +34,24 @@ class Mark(NamedTuple):
 class Entry:
     """One (benchmark, model, instance): what the list shows, and the keys the instance page reads."""
 
-    __slots__ = ("_flags", "calls", "gen_key", "instance_id", "marks")
+    __slots__ = ("calls", "gen_key", "instance_id", "marks", "outcomes", "summary", "why")
 
     def __init__(self, instance_id: str, marks: list[Mark] | None = None) -> None:
         self.instance_id = instance_id
         self.marks: list[Mark] = marks or []
         self.gen_key: bytes | None = None
         self.calls: list[bytes] = []  # the judge calls' keys, in the order they were stored
-        self._flags: tuple[int, int, int, int] | None = None
+        # `outcomes` of the marks, and bit i set when outcome i holds for any constraint: what a list
+        # of 100k pairs is filtered on. The index settles them after each verdict.
+        self.outcomes: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.summary = 0
+        self.why: str | None = None  # why the pair is in error, once the overview read it
 
-    def flags(self, width: int) -> tuple[int, int, int, int]:
-        """`outcomes` of its marks, kept until a verdict changes (a list filters 100k pairs with it)."""
-        if self._flags is None:
-            self._flags = outcomes(self.marks, width)
-        return self._flags
+    def settle(self, width: int) -> None:
+        """Recompute `outcomes` and `summary` from the marks; `width`: the pair's constraint count."""
+        self.outcomes = outcomes(self.marks, width)
+        self.summary = sum(1 << i for i, mask in enumerate(self.outcomes) if mask)
+        self.why = None
 
     def mark(self, judge: str | None) -> Mark | None:
         for m in self.marks:
@@ -66,7 +70,6 @@ class Entry:
                 break
         else:
             self.marks.append(new)
-        self._flags = None
 
     def put_call(self, key: bytes) -> None:
         if key not in self.calls:

@@ -21,7 +21,7 @@ from ifsweep.runner.view.marks import Entry, disagree
 from ifsweep.runner.watch.board import natural_key
 from ifsweep.runner.watch.status import RUNNING_WITHIN_S, SUMMARY_NAME
 
-__all__ = ["Board", "BoardRow", "Leaderboards", "Overview", "leaderboards", "overview"]
+__all__ = ["Board", "BoardRow", "Leaderboards", "Overview", "leaderboards", "overview", "shards_state"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,19 @@ class Leaderboards:
     note: str = ""  # why there are none
     read_at: float = 0.0
     took_s: float = 0.0  # how long they took to compute: a large run's are not redone every 2 s
+
+
+def shards_state(run_dir: Path) -> tuple[tuple[str, int], ...]:
+    """Each shard file's name and size: the leaderboards are read again only when these changed."""
+    from ifsweep.runner.store.shards import shard_files
+
+    out = []
+    for _, _, path in shard_files(run_dir):
+        try:
+            out.append((path.name, path.stat().st_size))
+        except FileNotFoundError:
+            continue
+    return tuple(out)
 
 
 def leaderboards(run_dir: Path) -> Leaderboards:
@@ -102,9 +115,13 @@ class Overview:
     damaged: int
     made_at: float
     metrics_at: float  # when the leaderboards' rows were read
+    indexing: str = ""  # how far the server's first pass over the shards is, while it runs
 
 
-def overview(index: RunIndex, boards: Leaderboards, panel: Sequence[str] = ()) -> Overview:
+def overview(
+    index: RunIndex, boards: Leaderboards, panel: Sequence[str] = (), indexing: str = ""
+) -> Overview:
+    """`indexing`: the first pass's progress, when the counts are of what it has read so far."""
     judges: list[str | None] = [j for j in panel if j in index.judges]
     judges += sorted((j for j in index.judges if j not in judges), key=lambda j: natural_key(j or ""))
     benches = sorted({b for b, _ in index.groups})
@@ -131,6 +148,7 @@ def overview(index: RunIndex, boards: Leaderboards, panel: Sequence[str] = ()) -
         damaged=len(index.damaged),
         made_at=time.time(),
         metrics_at=boards.read_at,
+        indexing=indexing,
     )
 
 
@@ -179,7 +197,9 @@ def errors_by_kind(index: RunIndex) -> dict[str, int]:
         for e in entries.values():
             if not any(m.is_error for m in e.marks):
                 continue
-            kind = _why(index, e)
+            kind = e.why
+            if kind is None:  # read once per verdict: a failing run's overview is redrawn often
+                kind = e.why = _why(index, e)
             kinds[kind] = kinds.get(kind, 0) + 1
     return dict(sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
 

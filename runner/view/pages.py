@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, searchable, select
+import orjson
+
+from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, select
 from ifsweep.runner.view.html import Links, crumbs, esc, link, page, table, usd
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.marks import Entry, Mark
 from ifsweep.runner.view.overview import Board, Overview
 
-__all__ = ["board_html", "list_page", "marks_cell", "overview_body", "overview_page", "summary_html"]
+__all__ = [
+    "board_html",
+    "list_page",
+    "marks_cell",
+    "matching",
+    "overview_body",
+    "overview_page",
+    "pair_texts",
+    "summary_html",
+]
 
 
 def summary_html(ov: Overview) -> str:
@@ -19,6 +30,11 @@ def summary_html(ov: Overview) -> str:
     kinds = ", ".join(f"{k}: {n}" for k, n in ov.errors_by_kind.items())
     parts = [
         f'<span class="state state-{esc(ov.state.replace(" ", "-"))}">{esc(state)}</span>',
+        *(
+            [f'<span class="indexing warn">{esc(ov.indexing)}; the counts are of those</span>']
+            if ov.indexing
+            else []
+        ),
         f"spent {usd(ov.spent_usd)}",
         f"pairs in error: {esc(kinds)}" if kinds else "no pairs in error",
     ]
@@ -65,7 +81,7 @@ def overview_page(ov: Overview, links: Links) -> str:
     return page(
         f"{ov.run} · ifsweep view",
         overview_body(ov, links),
-        refresh_s=5 if ov.state == "running" else 0,
+        refresh_s=2 if ov.indexing else 5 if ov.state == "running" else 0,
         crumbs=crumbs(links, ov.run),
     )
 
@@ -122,46 +138,87 @@ def list_page(
     page_no: int,
     links: Links,
     judges: Sequence[str | None],
+    progress: str = "",
 ) -> str:
+    """`progress`: how far the server's first pass over the shards is, while it runs."""
     group = index.groups.get((bench, model), {})
-
-    def types_of(iid: str) -> tuple[str | None, ...]:
-        return index.types.get((bench, iid), ())
-
-    def texts_of(e: Entry) -> Iterable[str]:
-        keys = [e.gen_key, *e.calls]
-        return searchable(index.record(k) for k in keys if k)
-
-    kept = select(group.values(), types_of, f, texts_of)
+    kept = matching(index, bench, model, f)
     pages = max(1, -(-len(kept) // PAGE_SIZE))
     page_no = min(max(page_no, 1), pages)
     shown = kept[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
-    head = ["instance", "constraints", *(esc(j) if j is not None else "verdict" for j in judges), "flags"]
-    rows = [_list_row(index, bench, model, e, links, judges, types_of(e.instance_id)) for e in shown]
+    head = ["instance", "answer", "constraints", *(esc(j) if j is not None else "verdict" for j in judges)]
+    head.append("flags")
+    rows = [_list_row(index, (bench, model), e, links, judges, f) for e in shown]
     all_types = sorted(index.ctypes.get(bench, ()))
     pager = _pager(links, bench, model, f, page_no, pages)
     body = (
         f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"
         f'<p class="count"><span id="matched">{len(kept)}</span> of {len(group)} instances'
-        f" · page {page_no} of {pages}</p>{table(head, rows, 'grid list')}{pager}"
+        f" · page {page_no} of {pages}{_indexing(progress)}</p>{table(head, rows, 'grid list')}{pager}"
     )
     trail = crumbs(links, index.run_dir.resolve().name, (links.group(bench, model), f"{bench} · {model}"))
     return page(f"{bench} · {model} · ifsweep view", body, crumbs=trail)
 
 
+def _indexing(progress: str) -> str:
+    return f' · <span class="indexing warn">{esc(progress)}: the list holds those</span>' if progress else ""
+
+
+def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]:
+    """The pairs of one (benchmark, model) the filters keep, in the index's order."""
+
+    def types_of(iid: str) -> tuple[str | None, ...]:
+        return index.types.get((bench, iid), ())
+
+    entries = index.groups.get((bench, model), {}).values()
+    return select(entries, types_of, f, pair_texts(index, f.text))
+
+
+def pair_texts(index: RunIndex, needle: str) -> Callable[[Entry], Iterator[str]]:
+    """A pair's texts a search for `needle` looks in: its answer and judge replies. A record whose raw
+    line cannot hold the needle is not decoded: for a needle of plain ASCII (no quote, backslash or
+    control character), a text holding it puts those very bytes, lower-cased, in an ASCII line."""
+    folded = needle.casefold()
+    plain = folded.isascii() and '"' not in folded and "\\" not in folded and folded.isprintable()
+    probe = folded.encode()
+
+    def texts_of(e: Entry) -> Iterator[str]:
+        for key in [e.gen_key, *e.calls]:
+            line = index.line(key) if key else None
+            if line is None or (plain and line.isascii() and probe not in line.lower()):
+                continue
+            text = orjson.loads(line).get("text")
+            if isinstance(text, str):
+                yield text
+
+    return texts_of
+
+
+def _preview(index: RunIndex, e: Entry) -> str:
+    """The answer's start on one line (its whole text is on the instance page)."""
+    gen = index.record(e.gen_key) if e.gen_key else None
+    if gen is None:
+        return '<span class="muted">–</span>'
+    if gen.get("status") == "error":
+        return f'<span class="v-error">{esc(gen.get("error_kind") or "error")}</span>'
+    text = " ".join(str(gen.get("text") or "").split())
+    return f'<span class="preview">{esc(text[:110] + ("…" if len(text) > 110 else ""))}</span>'
+
+
 def _list_row(
     index: RunIndex,
-    bench: str,
-    model: str,
+    group: tuple[str, str],
     e: Entry,
     links: Links,
     judges: Sequence[str | None],
-    types: Sequence[str | None],
+    f: Filters,
 ) -> list[str]:
-    flags = flags_of(e, types)
-    notes = [name for name in ("disagree",) if flags[name]]
+    bench, model = group
+    types = index.types.get((bench, e.instance_id), ())
+    notes = [name for name in ("disagree",) if flags_of(e, types)[name]]
     return [
-        link(links.instance(bench, model, e.instance_id), e.instance_id, "iid"),
+        link(links.instance(bench, model, e.instance_id, f.query()), e.instance_id, "iid"),
+        _preview(index, e),
         f'<span class="num">{len(types)}</span>',
         *(marks_cell(e.mark(j)) for j in judges),
         " ".join(f'<span class="flag">{n}</span>' for n in notes),

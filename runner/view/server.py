@@ -9,7 +9,9 @@ they may load from (Content-Security-Policy 'self'), so a page can reach no othe
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -21,10 +23,10 @@ from ifsweep.runner.errors import UsageError
 from ifsweep.runner.view.detail import instance_detail
 from ifsweep.runner.view.filters import Filters
 from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
-from ifsweep.runner.view.index import RunIndex
-from ifsweep.runner.view.instance_page import instance_page
-from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview
-from ifsweep.runner.view.pages import list_page, overview_page
+from ifsweep.runner.view.index import RunIndex, count_lines
+from ifsweep.runner.view.instance_page import Walk, instance_page
+from ifsweep.runner.view.overview import Leaderboards, Overview, leaderboards, overview, shards_state
+from ifsweep.runner.view.pages import list_page, matching, overview_page
 from ifsweep.runner.view.sources import InstanceSource
 
 if TYPE_CHECKING:
@@ -40,24 +42,36 @@ _HEADERS = {
     "Cache-Control": "no-store",
 }
 OVERVIEW_EVERY_S = 2.0  # while shards grow, the leaderboards are recomputed at most this often
+# Bytes of shards the first pass reads between two looks at the requests waiting: a few thousand
+# records, tens of milliseconds on a loaded machine.
+STEP_BYTES = 1 << 20
 
 
 @dataclass(eq=False, slots=True)
 class ViewState:
-    """The index and the data source the pages read; the last leaderboards and overview made."""
+    """The index and the data source the pages read; the last leaderboards and overview made.
+
+    A server's index starts empty and is filled by `build_index` after the URL is printed, a step at a
+    time on a worker thread that holds `lock` for each step, as a request does while its page is made:
+    pages are answered between steps and count only what is indexed, saying so ("indexing: 230,000 of
+    600,000 records"). Requests refresh the index themselves only once that first pass is done."""
 
     index: RunIndex
     source: InstanceSource
     panel: tuple[str, ...] = ()
     links: UrlLinks = field(default_factory=UrlLinks)
-    boards: Leaderboards = field(default_factory=Leaderboards)
-    _boards_seen: int = -1  # the index version the leaderboards were computed at
+    boards: Leaderboards = field(default_factory=lambda: Leaderboards(note="computing the metrics..."))
+    indexing: bool = False  # the first pass over the shards is under way
+    total_lines: int | None = None  # lines the shards held when it began (counted on a worker thread)
+    _boards_seen: tuple[tuple[str, int], ...] | None = None  # the shards the leaderboards were read from
     _computing: bool = False
     _overview: Overview | None = None
-    _overview_seen: tuple[int, float] = (-1, 0.0)
+    _overview_seen: tuple[int, float, str] = (-1, 0.0, "")
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = ()) -> ViewState:
+    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = (), *, background: bool = False) -> ViewState:
+        """`background`: leave the index empty for `build_index` (a server); else build it now (an export)."""
         from ifsweep.runner.store.manifest import ManifestError, read_manifest
 
         try:
@@ -65,10 +79,44 @@ class ViewState:
         except ManifestError:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
-        state = cls(RunIndex.build(run_dir), InstanceSource(manifest, data_dirs), panel)
-        state.boards, state._boards_seen = leaderboards(state.index.run_dir), state.index.version
-        state.overview()  # the first page is ready before the URL is printed
-        return state
+        index = RunIndex(Path(run_dir)) if background else RunIndex.build(run_dir)
+        return cls(index, InstanceSource(manifest, data_dirs), panel, indexing=background)
+
+    async def build_index(self, step: int = STEP_BYTES) -> None:
+        """The first pass over the shards, `step` bytes at a time on a worker thread (the event loop stays
+        free to answer, and a request waits at most one step for the lock); meanwhile the lines are
+        counted and the leaderboards computed."""
+        import anyio
+        import anyio.to_thread
+
+        async def count() -> None:
+            self.total_lines = await anyio.to_thread.run_sync(count_lines, self.index.run_dir)
+
+        def one_step() -> bool:
+            with self.lock:
+                self.index.refresh(step)
+                return self.index.behind
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(count)
+            tg.start_soon(self.recompute_boards)
+            while await anyio.to_thread.run_sync(one_step):
+                pass
+            self.indexing = False
+
+    def refresh(self) -> None:
+        """What the shards gained, before a page is made; nothing while the first pass reads them."""
+        if not self.indexing:
+            self.index.refresh()
+
+    def progress(self) -> str:
+        """What the first pass has read, for the pages ("" once it is done)."""
+        if not self.indexing:
+            return ""
+        read, total = self.index.lines_read, self.total_lines
+        if total is None or read > total:
+            return f"indexing: {read:,} records so far"
+        return f"indexing: {read:,} of {total:,} records"
 
     @property
     def run(self) -> str:
@@ -85,15 +133,15 @@ class ViewState:
         wait = max(OVERVIEW_EVERY_S, 5 * self.boards.took_s)
         return (
             not self._computing
-            and self.index.version != self._boards_seen
             and time.time() - self.boards.read_at >= wait
+            and shards_state(self.index.run_dir) != self._boards_seen
         )
 
     async def recompute_boards(self) -> None:
         """The leaderboards again, on a worker thread: pages are served meanwhile, with the last ones."""
         import anyio.to_thread
 
-        self._computing, seen = True, self.index.version
+        self._computing, seen = True, shards_state(self.index.run_dir)
         try:
             self.boards = await anyio.to_thread.run_sync(leaderboards, self.index.run_dir)
         except Exception as e:  # a shard being rewritten, a disk error: say so, keep serving the records
@@ -103,10 +151,11 @@ class ViewState:
             self._computing = False
 
     def overview(self) -> Overview:
-        self.index.refresh()
-        seen = (self.index.version, self.boards.read_at)
+        self.refresh()
+        seen = (self.index.version, self.boards.read_at, self.progress())
         if self._overview is None or seen != self._overview_seen:
-            self._overview, self._overview_seen = overview(self.index, self.boards, self.panel), seen
+            made = overview(self.index, self.boards, self.panel, seen[2])
+            self._overview, self._overview_seen = made, seen
         return self._overview
 
 
@@ -116,7 +165,11 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html", headers=_HEADERS)
 
 
-def _not_found(what: str) -> web.Response:
+def _not_found(what: str, state: ViewState | None = None) -> web.Response:
+    """404; while the first pass reads the shards, it says that the page may only not be read yet."""
+    progress = state.progress() if state is not None else ""
+    if progress:
+        what = f"{what} yet ({progress}; try again when it is done)"
     return _html(page("not found", f"<h1>Not found</h1><p>{esc(what)}</p>"), 404)
 
 
@@ -130,32 +183,72 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
     if head == "static" and len(rest) == 1 and rest[0] in ASSETS:
         return web.Response(body=asset(rest[0]), content_type=ASSETS[rest[0]], headers=_HEADERS)
     if head == "list" and len(rest) == 2:
-        state.index.refresh()
+        state.refresh()
         if tuple(rest) not in state.index.groups:
-            return _not_found(f"the run holds nothing of model {rest[1]!r} on {rest[0]!r}")
+            return _not_found(f"the run holds nothing of model {rest[1]!r} on {rest[0]!r}", state)
         try:
             page_no = int(query.get("page", "1"))
         except ValueError:
             page_no = 1
         f = Filters.from_query(query)
-        return _html(list_page(state.index, rest[0], rest[1], f, page_no, state.links, state.judges()))
+        judges = state.judges()
+        return _html(
+            list_page(state.index, rest[0], rest[1], f, page_no, state.links, judges, state.progress())
+        )
     if head == "instance" and len(rest) == 3:
-        state.index.refresh()
+        state.refresh()
         d = instance_detail(state.index, state.source, rest[0], rest[1], rest[2], state.panel)
         if d is None:
-            return _not_found(f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}")
-        return _html(instance_page(d, state.links, state.run))
+            what = f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}"
+            return _not_found(what, state)
+        return _html(instance_page(d, state.links, state.run, _walk(state, rest, query)))
     return _not_found("no such page")
 
 
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
-def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
-    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group."""
+def loopback_hosts(port: int) -> frozenset[str]:
+    """The Host headers a loopback-bound viewer answers: a page of another site that a rebound DNS name
+    points at 127.0.0.1 sends its own name, and gets nothing (as Jupyter does)."""
+    return frozenset(f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]"))
+
+
+def _answered(sock: socket.socket) -> frozenset[str] | None:
+    host, port = sock.getsockname()[:2]
+    try:
+        loopback = ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        loopback = False
+    return loopback_hosts(port) if loopback else None
+
+
+def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
+    """Previous and next in the list the instance page was opened from, with that list's filters."""
+    f = Filters.from_query(query)
+    if f.any:
+        kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
+    else:  # the whole list, in the index's order (copied at C speed: lists run to 100k pairs)
+        kept = list(state.index.groups.get((names[0], names[1]), {}))
+    try:
+        at = kept.index(names[2])
+    except ValueError:
+        return None  # not in that list (any more): no walk
+    before = kept[at - 1] if at > 0 else None
+    after = kept[at + 1] if at + 1 < len(kept) else None
+    return Walk(f.query(), before, after, at + 1, len(kept))
+
+
+def make_app(
+    state: ViewState, spawn: Spawn | None = None, hosts: frozenset[str] | None = None
+) -> web.Application:
+    """`spawn` starts background work (the leaderboards' recomputation) in the server's task group;
+    `hosts`: the Host headers answered (None: any, for a viewer bound to another interface on purpose)."""
     from aiohttp import web
 
     async def handle(request: web.Request) -> web.StreamResponse:
+        if hosts is not None and request.headers.get("Host", "").lower() not in hosts:
+            return web.Response(status=403, text="unknown Host header\n", headers=_HEADERS)
         if request.method not in ("GET", "HEAD"):
             return web.Response(
                 status=405, text="read-only: GET and HEAD only\n", headers={"Allow": "GET, HEAD", **_HEADERS}
@@ -163,7 +256,8 @@ def make_app(state: ViewState, spawn: Spawn | None = None) -> web.Application:
         # The path as sent: percent-encoded slashes stay inside their segment, and ".." is just a name.
         raw = request.raw_path.split("?", 1)[0]
         segments = [unquote(s) for s in raw.split("/")[1:]]
-        response = route(state, segments, dict(request.query))
+        with state.lock:  # the first pass's steps run on a worker thread: never while a page is made
+            response = route(state, segments, dict(request.query))
         if segments == [""] and spawn is not None and state.boards_stale():
             spawn(state.recompute_boards)
         return response
@@ -210,12 +304,15 @@ async def serve_forever(state: ViewState, sock: socket.socket, ready: Callable[[
         def spawn(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
             tg.start_soon(work)
 
-        runner = web.AppRunner(make_app(state, spawn), access_log=None, handle_signals=False)
+        hosts = _answered(sock)
+        runner = web.AppRunner(make_app(state, spawn, hosts), access_log=None, handle_signals=False)
         await runner.setup()
         try:
             site = web.SockSite(runner, sock)
             await site.start()
             ready(url_of(sock))
+            if state.indexing:
+                tg.start_soon(state.build_index)
             await anyio.sleep_forever()
         finally:
             await runner.cleanup()

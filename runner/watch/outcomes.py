@@ -149,3 +149,14 @@ def errors_message(errors: int, by_kind: Mapping[str, int]) -> str:
     kinds = ", ".join(f"{kind}: {n}" for kind, n in by_kind.items()) or "kind unknown"
     noun = "pair" if errors == 1 else "pairs"
     return f"{errors} {noun} ended in error ({kinds}); run again to retry them"
+
+
+def spend_text(spent_usd: float, worst_case_usd: float) -> str:
+    """What was spent; when part of it is the worst case of calls whose bill is unknown, which part."""
+    if worst_case_usd <= 0:
+        return f"${spent_usd:.4f} spent"
+    paid = max(0.0, spent_usd - worst_case_usd)
+    return (
+        f"${spent_usd:.4f} spent (${paid:.4f} paid, as the providers reported; ${worst_case_usd:.4f} the "
+        "worst case of calls cut off or cancelled in flight, whose bill is unknown)"
+    )

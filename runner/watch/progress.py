@@ -6,6 +6,7 @@ the ETA runner/watch/eta.py (docs/design/progress.md)."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -119,6 +120,9 @@ class ProgressState:
         reading = self.reading(now, tallies, use, latency=due)
         lanes = reading.lanes()
         if due:
+            # numpy loads with the first walk (about 0.1-0.2 s): that is no walk's cost, and timed with
+            # it the next walk waited 5-10 s, the board counting down an outlook made from nothing.
+            importlib.import_module("ifsweep.runner.watch.walk")
             started = time.perf_counter()
             self._outlook, self._walked = reading.outlook(lanes), now
             self._due = now + max(ETA_EVERY_S, (time.perf_counter() - started) / COST_SHARE)

@@ -67,6 +67,9 @@ class SweepPlan:
         )
 
 
+_KEPT_LIMITS = ("rpm", "tpm", "rpm_learned", "tpm_learned", "concurrency")
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """One endpoint's limits as its limiter knows them (configured, or learned from headers), and
@@ -81,13 +84,8 @@ class Limits:
     errors: int = 0  # calls that ended in an error
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "rpm": self.rpm,
-            "tpm": self.tpm,
-            "rpm_learned": self.rpm_learned,
-            "tpm_learned": self.tpm_learned,
-            "concurrency": self.concurrency,
-        }
+        """The limits alone: the counters (`rate_limited`, `errors`) are the moment's, not kept."""
+        return {name: getattr(self, name) for name in _KEPT_LIMITS}
 
     @classmethod
     def from_json(cls, where: str, obj: object) -> Limits:

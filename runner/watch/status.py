@@ -1,9 +1,12 @@
 """`ifsweep status`: how far a run is, per model and benchmark, from its files alone (no network).
 
 One pass over every writer's shards. `spent_usd` sums every call record ever written, superseded ones
-included, because an error that was retried was still paid for; `errors` counts only the calls whose
-newest record is still an error (what a resume would retry). A partitioned run also gets one row per
-partition (its summary file, and what its own shards spent) and the spend every partition shares.
+included, because an error that was retried was still paid for, and the worst case of every intent no
+result resolves (a call a kill cut off), read by the one function a resumed run starts its budget
+from (runner/store/intents.py SpendScan), so status shows the spend the next run starts at; `errors`
+counts only the calls whose newest record is still an error (what a resume would retry). A
+partitioned run also gets one row per partition (its summary file, and what its own shards spent) and
+the spend every partition shares.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from ifsweep.runner.store.intents import INTENT, SpendScan, WriterSpend
 from ifsweep.runner.store.keys import verdict_slot
 from ifsweep.runner.store.manifest import planned_instances
 from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards, shard_files
@@ -117,7 +121,7 @@ class StatusReport:
     # Per writer that left a summary or shards: {writer, partition ("i/n", or None for an unpartitioned
     # writer), status, planned, done, errors, spent_usd (its own shards), updated_at}.
     partitions: list[dict[str, Any]]
-    spent_usd: float  # every call record of every writer
+    spent_usd: float  # every call record of every writer, and the worst case of calls cut off
     # Pairs whose newest verdict is an error, by kind (runner/watch/outcomes.py ErrorTally.by_kind).
     errors_by_kind: dict[str, int]
     # The newest summary written under a coordinator: {coordinator, spent_usd (the shared ledger's
@@ -126,6 +130,13 @@ class StatusReport:
     # Per judge that left a record: {judge, planned (pairs, None if unknown), done (error-free
     # verdicts), errors (verdicts with an error), calls (its distinct calls), spent_usd}.
     judges: list[dict[str, Any]] = field(default_factory=list)
+    # Of spent_usd: the worst case charged for calls whose bill is unknown (cut off by a kill, or
+    # cancelled or cut in flight); the rest is what the providers reported.
+    worst_case_usd: float = 0.0
+
+    @property
+    def paid_usd(self) -> float:
+        return round(max(0.0, self.spent_usd - self.worst_case_usd), SPEND_DECIMALS)
 
     @property
     def complete(self) -> bool:
@@ -139,6 +150,8 @@ class StatusReport:
             "complete": self.complete,
             "errors_by_kind": self.errors_by_kind,
             "spent_usd": self.spent_usd,
+            "paid_usd": self.paid_usd,
+            "worst_case_usd": self.worst_case_usd,
             "rows": self.rows,
             "partitions": self.partitions,
             "shared": self.shared,
@@ -179,8 +192,9 @@ class _Accumulator(Protocol):
 
 
 def _read(run_dir: Path, damaged: list[DamageReport] | None, *into: _Accumulator) -> None:
-    """Every call and verdict record of the run, read and decoded once, handed to each of `into`."""
-    for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict")):
+    """Every call, intent and verdict record of the run, read and decoded once, handed to each of
+    `into`."""
+    for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict", INTENT)):
         rec = sl.record()
         for acc in into:
             acc.add(sl, rec)
@@ -193,16 +207,17 @@ class _ReportScan:
     run_dir: Path
     spent: SpendTally = field(default_factory=SpendTally)
     failed: ErrorTally = field(default_factory=ErrorTally)
-    writers: list[str] = field(default_factory=list)
-    by_writer: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    judge_spent: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    spend: WriterSpend = field(default_factory=lambda: WriterSpend([]))
     # newest per key: (model, benchmark, is_error, instance_id or None for calls, judge or None)
     newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.writers = [writer for writer, _, _ in shard_files(self.run_dir)]
+        self.spend = WriterSpend([writer for writer, _, _ in shard_files(self.run_dir)])
 
     def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
+        if sl.kind == INTENT:
+            self.spend.add(sl.file_no, rec)
+            return
         self.failed.add(rec)
         entry: tuple[tuple[str, str], bool, str | None, str | None]
         group = group_of(rec)
@@ -213,11 +228,7 @@ class _ReportScan:
             entry = (group, verdict_error, str(rec.get("instance_id")), judge)
         else:
             self.spent.add(rec)
-            cost = rec.get("cost_usd")
-            if isinstance(cost, int | float):
-                self.by_writer[self.writers[sl.file_no]] += float(cost)
-                if judge is not None:
-                    self.judge_spent[judge] += float(cost)
+            self.spend.add(sl.file_no, rec)
             entry = (group, sl.is_error, None, judge)
         key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
         old = self.newest.get(key)
@@ -225,7 +236,11 @@ class _ReportScan:
             self.newest[key] = entry
 
     def report(self) -> StatusReport:
-        run_dir, spent, judge_spent = self.run_dir, self.spent, self.judge_spent
+        run_dir, spent, scans = self.run_dir, self.spent, self.spend.finish()
+        judge_spent: dict[str, float] = defaultdict(float)
+        for scan in scans.values():
+            for label, dollars in scan.by.items():
+                judge_spent[label] += dollars
         # An instance is done when each configured judge has an error-free verdict of it (without a
         # known panel, when any judge has).
         verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
@@ -258,7 +273,7 @@ class _ReportScan:
             }
             for m, b in groups
         ]
-        partitions, shared = _partitions(run_dir, self.by_writer)
+        partitions, shared = _partitions(run_dir, {w: scan.total for w, scan in scans.items()})
         pairs = sum(planned.values()) if planned else None
         judges = [
             {
@@ -269,10 +284,11 @@ class _ReportScan:
                 "calls": judged[label][2],
                 "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
             }
-            for label in sorted(set(judged) | set(judge_spent), key=natural_key)
+            for label in sorted(set(judged), key=natural_key)
         ]
-        total = round(sum(self.by_writer.values()), SPEND_DECIMALS)
-        return StatusReport(rows, partitions, total, self.failed.by_kind(), shared, judges)
+        total = round(sum(scan.total for scan in scans.values()), SPEND_DECIMALS)
+        worst = round(sum(scan.worst_case for scan in scans.values()), SPEND_DECIMALS)
+        return StatusReport(rows, partitions, total, self.failed.by_kind(), shared, judges, worst)
 
 
 def _beyond_plan(
@@ -353,7 +369,6 @@ class _Endpoint:
     recent_tokens: int = 0
     recent_latency_s: float = 0.0
     rate_limited: int = 0
-    spent: float = 0.0
 
 
 @dataclass(slots=True)
@@ -384,8 +399,13 @@ class _Scan:
     # key -> (endpoint label, group, error)
     newest: dict[bytes, tuple[str, tuple[str, str], bool]] = field(default_factory=dict)
     plans: dict[str, frozenset[str]] = field(default_factory=dict)  # instances planned, by benchmark
+    spend: SpendScan = field(default_factory=SpendScan)  # what a resumed run's budget starts from
 
     def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
+        if sl.kind != "verdict":
+            self.spend.add(rec)
+        if sl.kind == INTENT:
+            return
         newest = self.newest
         group = (str(rec.get("model")), str(rec.get("benchmark")))
         label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
@@ -441,7 +461,6 @@ def _count_call(
     e.tokens += tokens
     e.latency_s += _number(rec, "latency_s")
     e.rate_limited += int(_number(rec, "rate_limited"))
-    e.spent += _number(rec, "cost_usd")
     if _number(rec, "ts") >= since:
         e.recent += 1
         e.recent_tokens += tokens
@@ -499,6 +518,7 @@ def _board(run_dir: Path, now: float, gathered: _Scan) -> Board:
     if state == "running" and not running:
         state = "not running"
     scan = gathered.finish(plan.panel if plan is not None else _panel(run_dir))
+    scan.spend.finish()
     reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
@@ -524,8 +544,7 @@ def _reading(
         limits=_limits(scan, progress, where),
         pace={label: _pace(e, running) for label, e in scan.endpoints.items()},
         efficiency=_numbers(progress, "efficiency", where),
-        spent={None: sum(e.spent for e in scan.endpoints.values())}
-        | {label: e.spent for label, e in scan.endpoints.items()},
+        spent={None: scan.spend.total} | {label: scan.spend.by.get(label, 0.0) for label in scan.endpoints},
         caps=caps,
         calls_per_s=recent / RATE_WINDOW_S if running else None,
         tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,

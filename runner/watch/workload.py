@@ -11,7 +11,7 @@ pairs ask about 80 judge calls each. What has been done comes from the live coun
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.pricing import estimate_tokens
@@ -22,6 +22,8 @@ from ifsweep.runner.watch.eta import INF, Lane, Phase
 JUDGE_REPLY_LOW = 32  # tokens of a bare verdict list, or YES/NO with a line of reasoning
 # Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
 MIN_SEEN = 5
+# Judge replies of a benchmark that weigh as much as the share unparsed over every benchmark.
+PRIOR_CALLS = 20
 # Answer length assumed before any answer is in (tokens); judge prompts quote the answer.
 DEFAULT_ANSWER_TOKENS = 256
 
@@ -62,13 +64,7 @@ class BenchShape:
     reask: int = 0  # times an unparsed judge reply is asked again (the benchmark's `reask`)
 
     def as_json(self) -> dict[str, float]:
-        return {
-            "judge_calls": self.judge_calls,
-            "judge_depth": self.judge_depth,
-            "prompt_tokens": self.prompt_tokens,
-            "judge_prompt_tokens": self.judge_prompt_tokens,
-            "reask": self.reask,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, where: str, obj: object) -> BenchShape:
@@ -181,10 +177,12 @@ def judge_per_pair(
 ) -> dict[str, float]:
     """Judge calls per pair of each benchmark. The plan counts one call per judge turn; an unparsed
     reply is asked again, up to `reask` times, so at a share u of replies unparsed a turn takes
-    1 + u + ... + u^reask calls (`calls_per_turn`). Then that is moved into what the calls made so far
-    allow: J calls came from the F pairs finished afresh and the pairs in flight, at most I of them (a
-    model's workers, or its pairs left), so at least J / (F + I) a pair and at most J / F. The bounds
-    catch what the plan cannot foresee either way: a protocol's early stops, longer tasks."""
+    1 + u + ... + u^reask calls (`calls_per_turn`); a benchmark's first replies are weighed against
+    PRIOR_CALLS replies at the judge's share over every benchmark. Then that is moved into what the
+    calls made so far allow: J calls came from the F pairs finished afresh and the pairs in flight, at
+    most I of them (a model's workers, or its pairs left), so at least J / (F + I) a pair and at most
+    J / F. The bounds catch what the plan cannot foresee either way: a protocol's early stops, longer
+    tasks."""
     seen: dict[str, list[float]] = {}  # per benchmark: calls, unparsed, pairs finished, pairs in flight
     for (model, bench), t in tallies.items():
         s = seen.setdefault(bench, [0.0, 0.0, 0.0, 0.0])
@@ -194,9 +192,14 @@ def judge_per_pair(
         s[2] += max(0, t.finished - t.cached)
         s[3] += min(left, workers.get(model, left))
     out = {}
+    everywhere = sum(s[0] for s in seen.values())
+    judge_share = sum(s[1] for s in seen.values()) / everywhere if everywhere else 0.0
     for bench, shape in shapes.items():
         calls, unparsed, finished, in_flight = seen.get(bench, (0.0, 0.0, 0.0, 0.0))
-        planned = shape.judge_calls * calls_per_turn(unparsed / calls if calls else 0.0, shape.reask)
+        # A benchmark's first replies say little (one garbled reply is not a share of 1): they are
+        # weighed against PRIOR_CALLS replies at the share over every benchmark.
+        share = (unparsed + PRIOR_CALLS * judge_share) / (calls + PRIOR_CALLS)
+        planned = shape.judge_calls * calls_per_turn(share, shape.reask)
         low = calls / (finished + in_flight) if finished + in_flight else 0.0
         high = calls / finished if finished else INF
         out[bench] = min(max(planned, low), high)

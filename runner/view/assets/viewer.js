@@ -6,3 +6,13 @@ document.querySelectorAll("form.filters").forEach(function (form) {
     input.addEventListener("change", function () { form.submit(); });
   });
 });
+// On an instance page opened from a list: the arrow keys walk that list (outside text fields).
+document.addEventListener("keydown", function (event) {
+  var tag = (event.target && event.target.tagName) || "";
+  if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || event.altKey || event.ctrlKey || event.metaKey) {
+    return;
+  }
+  var rel = event.key === "ArrowLeft" ? "prev" : event.key === "ArrowRight" ? "next" : "";
+  var to = rel && document.querySelector("nav.walk a[rel=" + rel + "]");
+  if (to) { window.location.href = to.getAttribute("href"); }
+});

@@ -1,0 +1,200 @@
+"""Metrics stream (issue 25): the rows stay a lazy plan that Polars' streaming engine reads in batches,
+and the figures equal those of the rows held in memory, on every benchmark's fixtures and on generated
+rows; peak memory does not grow with the rows."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_metrics import CATALOG, row
+
+from ifsweep import benchmarks, metrics
+from ifsweep.metrics import VERDICT_SCHEMA
+
+
+def fixture_rows(seed: int) -> pl.DataFrame:
+    """Verdict rows for every instance and constraint of every benchmark's fixtures, two models, with
+    seeded verdicts and a few unparsed or error rows: the fixtures' own shapes (levels, categories,
+    groups, splits, types, priorities, sub-instructions)."""
+    rnd = random.Random(seed)
+    rows: list[dict[str, Any]] = []
+    for name in benchmarks.names():
+        bench = benchmarks.get(name)
+        report = bench.report_name(bench.fixture_dir(), {})
+        for inst in bench.load(bench.fixture_dir(), {}):
+            for model in ("m-a", "m-b"):
+                for con in inst.constraints:
+                    status = rnd.choices(["ok", "unparsed", "error"], [0.95, 0.03, 0.02])[0]
+                    rows.append(
+                        {
+                            "run": "r",
+                            "benchmark": report,
+                            "model": model,
+                            "judge": "j",
+                            "scoring": rnd.choice(["paper", "reference"]) if name == "cfbench" else "paper",
+                            "instance_id": inst.instance_id,
+                            "group_id": inst.group_id,
+                            "level": inst.level,
+                            "category": inst.category,
+                            "split": inst.split,
+                            "instruction_idx": con.instruction_idx,
+                            "constraint_idx": con.idx,
+                            "constraint_type": con.type,
+                            "priority": con.priority,
+                            "satisfied": rnd.random() < 0.7 if status == "ok" else None,
+                            "source": rnd.choice(["rule", "judge"]),
+                            "status": status,
+                        }
+                    )
+    return pl.DataFrame(rows, schema=VERDICT_SCHEMA)
+
+
+def as_scanned(frame: pl.DataFrame, path: Path, seed: int) -> pl.LazyFrame:
+    """`frame` shuffled and written as Parquet in row groups of 7 rows, then scanned: the streaming
+    engine reads it in many small batches, in another order than the frame's."""
+    frame.sample(fraction=1.0, shuffle=True, seed=seed).write_parquet(path, row_group_size=7)
+    return pl.scan_parquet(path)
+
+
+def test_every_benchmarks_fixtures_stream_to_the_in_memory_figures(tmp_path: Path) -> None:
+    frame = fixture_rows(seed=3)
+    assert set(frame.get_column("benchmark")) >= {"followbench", "infobench", "cfbench", "eifbench"}
+    eager = metrics.compute_metrics(frame, CATALOG, ci=True, resamples=200)
+    streamed = metrics.compute_metrics(
+        as_scanned(frame, tmp_path / "v.parquet", 1), CATALOG, ci=True, resamples=200
+    )
+    assert eager.height > 100
+    assert streamed.equals(eager)
+    for bench in ("followbench", "infobench", "cfbench", "eifbench"):
+        primary = CATALOG.primary(bench)
+        lazy = metrics.paired_differences(pl.scan_parquet(tmp_path / "v.parquet"), CATALOG, bench, primary)
+        assert lazy.equals(metrics.paired_differences(frame, CATALOG, bench, primary))
+
+
+_BENCHES = ("followbench", "infobench", "cfbench", "eifbench")
+_TYPES = ("Content", "Format|Style", " Style |Style", "Number", "|", "Linguistic")
+
+
+@st.composite
+def verdict_rows(draw: st.DrawFn) -> pl.DataFrame:
+    n_inst = draw(st.integers(1, 25))
+    rows = []
+    for i in range(n_inst):
+        bench = draw(st.sampled_from(_BENCHES))
+        model = draw(st.sampled_from(("m0", "m1", "m2")))
+        judge = draw(st.sampled_from(("j0", "j1")))
+        # What describes an instance is the same on each of its rows, as a verdict record writes it.
+        level, category = draw(st.integers(1, 5)), draw(st.sampled_from(("content", "format")))
+        split = draw(st.sampled_from(("easy", "hard")))
+        for c in range(draw(st.integers(1, 6))):
+            status = draw(st.sampled_from(("ok", "ok", "ok", "ok", "unparsed", "error")))
+            rows.append(
+                row(
+                    bench,
+                    model,
+                    f"i{i}",
+                    c,
+                    draw(st.booleans()) if status == "ok" else None,
+                    status=status,
+                    judge=judge,
+                    group_id=f"g{i % 3}",
+                    level=level,
+                    category=category,
+                    split=split,
+                    constraint_type=draw(st.sampled_from(_TYPES)),
+                    priority=draw(st.sampled_from(("primary", "secondary"))),
+                    instruction_idx=draw(st.sampled_from((None, 0, 1))),
+                )
+            )
+    return pl.DataFrame(rows, schema=VERDICT_SCHEMA)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(frame=verdict_rows(), seed=st.integers(0, 99))
+def test_generated_rows_stream_to_the_in_memory_figures(
+    tmp_path: Path, frame: pl.DataFrame, seed: int
+) -> None:
+    path = tmp_path / f"gen-{seed}.parquet"
+    eager = metrics.compute_metrics(frame, CATALOG, ci=True, resamples=50, seed=seed)
+    assert metrics.compute_metrics(
+        as_scanned(frame, path, seed), CATALOG, ci=True, resamples=50, seed=seed
+    ).equals(eager)
+    assert metrics.coverage_metrics(pl.scan_parquet(path)).equals(metrics.coverage_metrics(frame))
+
+
+def test_a_bad_row_in_a_scanned_file_is_still_named(tmp_path: Path) -> None:
+    frame = fixture_rows(seed=5)
+    bad = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) == 123)
+        .then(pl.lit("oracle"))
+        .otherwise(pl.col("source"))
+        .alias("source")
+    )
+    bad.write_parquet(tmp_path / "bad.parquet", row_group_size=100)
+    with pytest.raises(metrics.VerdictError, match=r"row 123 .*field 'source': 'oracle'"):
+        metrics.compute_metrics(pl.scan_parquet(tmp_path / "bad.parquet"), CATALOG)
+
+
+# The child writes `rows` InFoBench-shaped rows (40 questions an instance, so what streaming must keep
+# per instance is small beside the rows) and scores them; it prints its peak RSS. It sets the engine
+# affinity to in-memory: metrics must name the streaming engine themselves, whatever the process says.
+_CHILD = textwrap.dedent(
+    """
+    import os, sys
+    import polars as pl
+    rows, path = int(sys.argv[1]), sys.argv[2]
+    i = pl.int_range(rows, eager=True)
+    pl.DataFrame({"i": i}).select(
+        run=pl.lit("r"), benchmark=pl.lit("infobench"), model=pl.format("m{}", pl.col("i") % 5),
+        judge=pl.lit("j"), scoring=pl.lit("paper"), instance_id=pl.format("q{}", pl.col("i") // 200),
+        group_id=pl.lit(None, pl.String), level=pl.lit(None, pl.Int64), category=pl.lit(None, pl.String),
+        split=pl.when(pl.col("i") % 3 == 0).then(pl.lit("hard")).otherwise(pl.lit("easy")),
+        instruction_idx=pl.lit(None, pl.Int64), constraint_idx=(pl.col("i") // 5) % 40,
+        constraint_type=pl.format("type{}", pl.col("i") % 4), priority=pl.lit(None, pl.String),
+        satisfied=pl.col("i") % 7 != 0, source=pl.lit("judge"), status=pl.lit("ok"),
+    ).write_parquet(path, row_group_size=250_000)
+    del i
+    # The peak while generating is the child's own business: measure what scoring adds in a grandchild.
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", SCORE, path], capture_output=True, text=True, check=True)
+    print(out.stdout.strip())
+    """
+)
+_SCORE = textwrap.dedent(
+    """
+    import os, resource, sys
+    os.environ["POLARS_ENGINE_AFFINITY"] = "in-memory"
+    import polars as pl
+    import ifsweep
+    pl.DataFrame({"x": [1]}).lazy().collect()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    scores = ifsweep.scores(sys.argv[1])
+    assert scores.filter(pl.col("metric") == "DRFR").height > 0
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+    """
+)
+
+
+def _scoring_peak_kib(rows: int, path: Path) -> int:
+    code = _CHILD.replace("SCORE", json.dumps(_SCORE))
+    out = subprocess.run([sys.executable, "-c", code, str(rows), str(path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[-1])
+
+
+def test_peak_memory_does_not_grow_with_the_rows(tmp_path: Path) -> None:
+    # Held in memory, 5M more rows of these columns are several hundred MB; streamed, what grows is only
+    # the per-instance summaries (25,000 more instances), a few MB.
+    small = _scoring_peak_kib(1_000_000, tmp_path / "small.parquet")
+    large = _scoring_peak_kib(6_000_000, tmp_path / "large.parquet")
+    assert large - small < 150_000, (small, large)
