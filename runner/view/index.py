@@ -118,7 +118,7 @@ class RunIndex:
 
     def _locate(self, batch: _Batch) -> None:
         """The lines' locations, gathered in `_pending` (and newest per key in `_recent`, which reads
-        consult meanwhile) until they are an eighth of the table, then added in one vectorized load,
+        consult meanwhile) until they are a quarter of the table, then added in one vectorized load,
         which rebuilds it: a run read in many steps, or a live sweep's few lines at a time, costs a
         dict entry a line and O(log n) loads, not a probe of the table in Python per line."""
         keys, locs, metas, recent = batch.keys, batch.locs, batch.metas, self._recent
@@ -131,7 +131,7 @@ class RunIndex:
         pending.keys += keys
         pending.locs.extend(locs)
         pending.metas.extend(metas)
-        if len(pending.locs) > len(self.keys) // 8:
+        if len(pending.locs) > len(self.keys) // 4:
             self.keys.load(pending.keys, pending.locs, pending.metas)
             self._pending, self._recent = _Batch(), {}
 
