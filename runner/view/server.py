@@ -89,8 +89,10 @@ class ViewState:
         import anyio
         import anyio.to_thread
 
-        async def count() -> None:
+        async def count_then_boards() -> None:  # one after the other: each thread takes its turns at
+            # the GIL, and the event loop's turns are what a request waits for
             self.total_lines = await anyio.to_thread.run_sync(count_lines, self.index.run_dir)
+            await self.recompute_boards()
 
         def one_step() -> bool:
             with self.lock:
@@ -98,8 +100,7 @@ class ViewState:
                 return self.index.behind
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(count)
-            tg.start_soon(self.recompute_boards)
+            tg.start_soon(count_then_boards)
             while await anyio.to_thread.run_sync(one_step):
                 pass
             self.indexing = False
