@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from ifsweep.benchmarks.records import DataError
 
-__all__ = ["iter_json_lines", "read_json_array", "read_text", "typed_field"]
+__all__ = ["iter_json_lines", "once", "read_json_array", "read_text", "typed_field"]
+
+_K = TypeVar("_K")
 
 _KIND_NAMES: Mapping[type, str] = {
     str: "a string",
@@ -103,3 +105,12 @@ def typed_field(
         got = "null" if value is None else type(value).__name__
         raise DataError(str(path), f"expected {wanted}, got {got}", record=record, field=name)
     return value
+
+
+def once(path: Path, seen: dict[_K, int], key: _K, at: int, name: str, *, line: bool = False) -> None:
+    """Note that the id `key` (the field `name`) stands in record `at`; an id seen before is a
+    DataError at its second record naming the first (`line`: records are 1-based lines)."""
+    if key in seen:
+        first = f"on line {seen[key]}" if line else f"in record {seen[key]}"
+        raise DataError(str(path), f"duplicate {name} {key!r} (first {first})", record=at, field=name)
+    seen[key] = at

@@ -141,7 +141,7 @@ def test_bad_records_name_file_record_and_field(
 
 
 def test_repeated_idx_and_non_array_are_rejected(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="idx 3 repeats record 0"):
+    with pytest.raises(DataError, match=r"duplicate idx 3 \(first in record 0\)"):
         list(BENCH.load(_write(tmp_path, [_record(idx=3), _record(idx=3)]), {}))
     (tmp_path / "cfbench_data.json").write_text('{"idx": 0}', encoding="utf-8")
     with pytest.raises(DataError, match="JSON array"):

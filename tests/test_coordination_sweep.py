@@ -150,8 +150,11 @@ def test_four_partitions_pace_together_to_one_account_limit(tmp_path: Path) -> N
 def test_four_partitions_stop_together_at_the_shared_cap(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cap = 0.03  # the whole sweep costs about 0.068
-    data = followbench_copies(tmp_path, 48)
+    # The whole sweep costs about 0.27, each partition's share about 0.068: more than the cap, so none can
+    # finish its share alone and exit 0 before the others have started (a loaded machine starts the four
+    # processes seconds apart; with a share below the cap, the first one to start often did).
+    cap = 0.03
+    data = followbench_copies(tmp_path, 192)
     with redis_server(tmp_path / "redis") as server, SimulatorThread(SimConfig(latency_ms=20)) as sim:
         cfg = config(tmp_path, "run", sim.base_url, data, coordinator=server.url, run=f"max_usd = {cap}")
         assert finish(start_partitions(cfg)) == [3] * PARTS  # every partition: budget_exhausted

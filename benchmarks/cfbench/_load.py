@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._files import read_json_array, typed_field
+from ifsweep.benchmarks._files import once, read_json_array, typed_field
 from ifsweep.benchmarks.records import Constraint, DataError, Instance, Message, Priority
 
 __all__ = [
@@ -111,8 +111,6 @@ def load_instances(data_dir: Path, options: Mapping[str, Any]) -> Iterator[Insta
     for index, record in enumerate(records):
         instance = instance_from_record(record, str(path), index)
         idx = int(instance.instance_id)
-        if idx in seen:
-            raise DataError(str(path), f"idx {idx} repeats record {seen[idx]}", record=index, field="idx")
-        seen[idx] = index
+        once(path, seen, idx, index, "idx")
         instances.append(instance)
     return iter([instance for instance in instances if instance.split in splits])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ifsweep.benchmarks._files import read_json_array, typed_field
+from ifsweep.benchmarks._files import once, read_json_array, typed_field
 from ifsweep.benchmarks.eifbench._prompts import SPLIT_THRESHOLD, generation_messages, input_text
 from ifsweep.benchmarks.records import Constraint, DataError, Instance
 
@@ -168,14 +168,7 @@ def read_tasks(path: Path) -> Iterator[Task]:
     seen: dict[int, int] = {}
     for record, obj in enumerate(data):
         task = parse_task(path, record, obj)
-        if task.main_id in seen:
-            raise DataError(
-                str(path),
-                f"duplicate main_id {task.main_id} (first in record {seen[task.main_id]})",
-                record=record,
-                field="main_id",
-            )
-        seen[task.main_id] = record
+        once(path, seen, task.main_id, record, "main_id")
         yield task
 
 

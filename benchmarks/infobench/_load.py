@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ifsweep.benchmarks._files import iter_json_lines, typed_field
+from ifsweep.benchmarks._files import iter_json_lines, once, typed_field
 from ifsweep.benchmarks._options import one_of
 from ifsweep.benchmarks.infobench._prompts import generation_messages
 from ifsweep.benchmarks.records import Constraint, DataError, Instance
@@ -94,11 +94,7 @@ def read_rows(path: Path) -> Iterator[Row]:
     seen: dict[str, int] = {}
     for line, obj in iter_json_lines(path):
         row = parse_row(path, line, obj)
-        if row.id in seen:
-            raise DataError(
-                str(path), f"duplicate id {row.id!r} (first on line {seen[row.id]})", record=line, field="id"
-            )
-        seen[row.id] = line
+        once(path, seen, row.id, line, "id", line=True)
         yield row
 
 

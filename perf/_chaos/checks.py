@@ -37,6 +37,14 @@ def same_verdicts(got: Path, ref: Path, judges: tuple[str, ...], *, scores: bool
     return out
 
 
+def _traceback_tail(err: str) -> str:
+    """The error and the innermost frame of ours that raised it."""
+    lines = err.strip().splitlines()
+    frames = [x.strip() for x in lines if x.strip().startswith('File "') and "/lib/python" not in x]
+    where = f" (at {frames[-1][:160]})" if frames else ""
+    return f"{lines[-1][:200]}{where}"
+
+
 def _diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     keys = sorted(k for k in {*a, *b} if a.get(k) != b.get(k))
     return "; ".join(f"{k}: {a.get(k)!r} != {b.get(k)!r}" for k in keys)[:400]
@@ -85,7 +93,7 @@ def exit_truthful(proc: Proc, summary: Mapping[str, Any] | None, records_complet
     code, who = proc.code, proc.partition or "plain run"
     out = []
     if "Traceback (most recent call last)" in proc.err:
-        out.append(f"I4: {who} exited {code} with a traceback: {proc.err.strip().splitlines()[-1][:200]}")
+        out.append(f"I4: {who} exited {code} with a traceback: {_traceback_tail(proc.err)}")
     if code not in STATUS_OF_CODE:
         return out if code == 2 else [*out, f"I4: {who} exited {code}: {proc.err.strip()[-300:]}"]
     if summary is None:
@@ -110,7 +118,7 @@ def disk_full_stop(proc: Proc, run_dir: Path) -> list[str]:
     if left:
         out.append(f"I4: a full disk left {', '.join(left[:3])} behind ({who})")
     if "Traceback (most recent call last)" in proc.err:
-        out.append(f"I4: a full disk ended {who} with a traceback: {proc.err.strip().splitlines()[-1][:200]}")
+        out.append(f"I4: a full disk ended {who} with a traceback: {_traceback_tail(proc.err)}")
         return out
     said = (proc.out + proc.err).lower()
     # A run may also end complete, stopped by its budget, or failed with pairs in error before the disk
