@@ -35,11 +35,10 @@ PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 PARTS = 4
 
 
-def followbench_copies(root: Path, copies: int) -> Path:
-    """The FollowBench fixture's example rows, `copies` times over, each copy a distinct instance."""
-    rows = json.loads(
-        (benchmarks.get("followbench").fixture_dir() / "data" / "example_constraints.json").read_text()
-    )
+def followbench_copies(root: Path, copies: int, category: str = "example") -> Path:
+    """The FollowBench fixture's rows of `category`, `copies` times over, each copy a distinct instance."""
+    name = f"{category}_constraints.json"
+    rows = json.loads((benchmarks.get("followbench").fixture_dir() / "data" / name).read_text())
     out = [
         r | {"example_id": r["example_id"] + 1000 * k, "instruction": r["instruction"] + f"\n(variant {k})"}
         for k in range(copies)
@@ -47,7 +46,7 @@ def followbench_copies(root: Path, copies: int) -> Path:
     ]
     folder = root / "data"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "example_constraints.json").write_text(json.dumps(out))
+    (folder / name).write_text(json.dumps(out))
     return folder
 
 

@@ -20,19 +20,26 @@ from ifsweep.runner.commands.cli import main
 from ifsweep.runner.store.shards import scan_shards
 from ifsweep.simulator import SimConfig, SimulatorThread
 
+PACED = "rpm = 600\nprice = { input_per_mtok = 1.0, output_per_mtok = 2.0 }"
 
-def write_config(root: Path, base: str, data: Path, run: str) -> Path:
+
+def write_config(
+    root: Path, base: str, data: Path, run: str, *, category: str = "example", judge: bool = False
+) -> Path:
+    """One model (and with `judge` a judge, paced and priced alike) on FollowBench's `category`."""
     text = toml_config(
         root / "run",
         base,
         models=("m",),
         bench=("followbench",),
         data={"followbench": data},
-        judge=False,
+        judge=judge,
         extra_run=run,
-        extra_model="rpm = 600\nprice = { input_per_mtok = 1.0, output_per_mtok = 2.0 }",
-    ).replace('name = "followbench"', 'name = "followbench"\ncategories = ["example"]')
+        extra_model=PACED,
+    ).replace('name = "followbench"', f'name = "followbench"\ncategories = ["{category}"]')
     text = text.replace('progress = "off"', 'progress = "plain"')
+    if judge:
+        text += PACED + "\n"  # the [judge] table is the last one
     path = root / "sweep.toml"
     path.write_text(text)
     return path

@@ -321,7 +321,10 @@ class Pipeline:
         """`judge`'s values over every task of the pair, its tasks run at once; None when the judge's
         own cap ran out (it stops, the rest of the panel and the models go on; with no judge left the
         sweep stops: answers nobody can judge are not bought)."""
-        results: list[Values] = [{} for _ in tasks]
+        # None until the task's turns all completed: a task cut off (cancelled by a stop, or by a
+        # native CancelledError such as a coordinator batch abandoned at give-up, which a task group
+        # does not report) leaves its None, and then the pair gets no verdict.
+        results: list[Values | None] = [None for _ in tasks]
         hints = _cache_hints(judge, tasks)
         gate = WarmGate()
 
@@ -342,7 +345,10 @@ class Pipeline:
                     raise exhausted from None
                 return None
             raise exhausted or group from None
-        return {idx: v for r in results for idx, v in r.items()}
+        if any(r is None for r in results):
+            # A cut-off turn is no verdict (the resume judges it): end as the cancellation it was.
+            raise anyio.get_cancelled_exc_class()(f"judge {judge.spec.label}: turns cut off")
+        return {idx: v for r in results if r is not None for idx, v in r.items()}
 
     async def _once(self, key: str, fetch: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Single flight for every kind of call: the stored record for `key`, else the one `fetch`
