@@ -293,17 +293,21 @@ def overhead(root: Path, run: int, profile: bool, against: str | None = None) ->
         cfg = write_config(root, "overhead", sweep_toml(fresh(root, "overhead-run"), sim.base, models=models))
         prof = root / "overhead.prof" if profile else None
         m = sweep_in_process(cfg, prof)
-        other = _sweep_elsewhere(root, against, sim.base, models) if against else None
+        # Both in fresh child processes, alternately: the in-process sweep runs after the bare loop in
+        # a warm process, which a child does not, and that alone moved the figure by 15%.
+        other = mine = None
+        if against:
+            other = _sweep_elsewhere(root, against, sim.base, models)
+            mine = _sweep_elsewhere(root, None, sim.base, models)
     calls = m.result.done + m.result.errors
     assert m.result.status == "complete" and calls == len(bodies), m.result
     rate, cpu = calls / m.wall_s, m.cpu_s * 1000 / calls
     print(f"overhead run {run}: {len(bodies)} calls, {models} models, c{conc}, latency 0 ({load_avg()})")
     print(f"  bare aiohttp+orjson       {b_rate:8.0f} calls/s  {b_cpu:6.3f} CPU ms/call")
     print(f"  ifsweep whole pipeline    {rate:8.0f} calls/s  {cpu:6.3f} CPU ms/call")
-    if other is not None:
-        o_rate, o_cpu = other
-        print(f"  ifsweep at {against:<14} {o_rate:8.0f} calls/s  {o_cpu:6.3f} CPU ms/call")
-        print(f"  {against}: efficiency {b_cpu / o_cpu:.0%} of the bare loop's (bare CPU per call / its own)")
+    if other is not None and mine is not None:
+        for name, (r, c) in ((f"at {against}", other), ("this tree", mine)):
+            print(f"  child, {name:<16} {r:8.0f} calls/s  {c:6.3f} CPU ms/call  efficiency {b_cpu / c:.0%}")
     print(
         f"  ifsweep / bare: efficiency {b_cpu / cpu:.0%} (goal >= 50%), {rate / b_rate:.0%} of calls/s, "
         f"{cpu / b_cpu:.1f}x CPU per call"
@@ -311,10 +315,27 @@ def overhead(root: Path, run: int, profile: bool, against: str | None = None) ->
     return {"ratio": b_cpu / cpu, "rate": rate, "cpu_ms": cpu}
 
 
-def _sweep_elsewhere(root: Path, rev: str, base: str, models: int) -> tuple[float, float]:
-    """The same sweep with revision `rev`'s package, in a child process on this one's interpreter and
-    libraries: `git archive` of the revision, laid out as the installed package (pyproject's
-    package-dir) and put first on PYTHONPATH. Returns (calls/s, client CPU ms per call)."""
+def _sweep_elsewhere(root: Path, rev: str | None, base: str, models: int) -> tuple[float, float]:
+    """The same sweep in a child process on this one's interpreter and libraries, with revision `rev`'s
+    package (`_revision_package`, first on PYTHONPATH) or, for None, this tree's. Returns (calls/s,
+    client CPU ms per call)."""
+    env = dict(os.environ)
+    if rev is not None:
+        env["PYTHONPATH"] = str(_revision_package(root, rev))
+    cfg = write_config(root, "overhead-rev", sweep_toml(fresh(root, "overhead-rev-run"), base, models=models))
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "_child_sweep", str(cfg)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rate, cpu = out.stdout.split()[-2:]
+    return float(rate), float(cpu)
+
+
+def _revision_package(root: Path, rev: str) -> Path:
+    """Revision `rev` laid out as the installed package (pyproject's package-dir), from `git archive`."""
     tree = root / f"rev-{rev}"
     if not tree.exists():
         (tree / "src").mkdir(parents=True)
@@ -328,17 +349,7 @@ def _sweep_elsewhere(root: Path, rev: str, base: str, models: int) -> tuple[floa
             (pkg / f.name).symlink_to(f)
         for sub in ("runner", "providers", "metrics", "benchmarks", "simulator"):
             (pkg / sub).symlink_to(tree / "src" / sub)
-    cfg = write_config(root, "overhead-rev", sweep_toml(fresh(root, "overhead-rev-run"), base, models=models))
-    env = {**os.environ, "PYTHONPATH": str(tree / "pkg")}
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "_child_sweep", str(cfg)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    rate, cpu = out.stdout.split()[-2:]
-    return float(rate), float(cpu)
+    return tree / "pkg"
 
 
 def _child_sweep(cfg: Path) -> None:

@@ -25,7 +25,7 @@ from ifsweep.providers.coord.interfaces import parse_coordinator
 from ifsweep.providers.coord.redis_state import RedisCoordinator
 from ifsweep.runner.commands.cli import main
 from ifsweep.runner.engine.coordinator import sweep_id
-from ifsweep.runner.store.shards import scan_shards
+from ifsweep.runner.store.shards import scan_shards, shard_files
 from ifsweep.runner.watch.status import status_report
 from ifsweep.simulator import SimConfig, SimulatorThread
 
@@ -150,8 +150,11 @@ def test_four_partitions_pace_together_to_one_account_limit(tmp_path: Path) -> N
 def test_four_partitions_stop_together_at_the_shared_cap(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cap = 0.03  # the whole sweep costs about 0.068
-    data = followbench_copies(tmp_path, 48)
+    # The whole sweep costs about 0.27, each partition's share about 0.068: more than the cap, so none can
+    # finish its share alone and exit 0 before the others have started (a loaded machine starts the four
+    # processes seconds apart; with a share below the cap, the first one to start often did).
+    cap = 0.03
+    data = followbench_copies(tmp_path, 192)
     with redis_server(tmp_path / "redis") as server, SimulatorThread(SimConfig(latency_ms=20)) as sim:
         cfg = config(tmp_path, "run", sim.base_url, data, coordinator=server.url, run=f"max_usd = {cap}")
         assert finish(start_partitions(cfg)) == [3] * PARTS  # every partition: budget_exhausted
@@ -251,4 +254,39 @@ def test_a_redis_restart_pauses_the_sweep_and_counts_nothing_twice(tmp_path: Pat
     report = status_report(tmp_path / "run")
     assert answered == 200  # every call answered once: nothing was sent twice
     assert sum(r["done"] for r in report.rows) == 200
+    assert shared["spent"] == {"sweep": pytest.approx(report.spent_usd), "m": pytest.approx(report.spent_usd)}
+
+
+def intents_of(run_dir: Path, writer: str) -> int:
+    writers = [w for w, _, _ in shard_files(run_dir)]
+    return sum(writers[sl.file_no] == writer for sl in scan_shards(run_dir, kinds=("intent",)))
+
+
+def test_a_partition_joining_counts_no_live_partitions_calls_in_flight(tmp_path: Path) -> None:
+    """A partition joining while another has calls in flight publishes what the shards say each writer
+    spent: the other's open intents are its calls in flight, held in the ledger by their live process,
+    not calls a kill cut off. Charged at their worst case and merged by maximum, they stayed in the
+    ledger above what was paid (the Redis restart test caught it now and then)."""
+    data = followbench_copies(tmp_path, 8)  # 40 calls, about 10 a partition: all in flight at once
+    with redis_server(tmp_path / "redis") as server, SimulatorThread(SimConfig(latency_ms=4000)) as sim:
+        cfg = config(
+            tmp_path, "run", sim.base_url, data, coordinator=server.url, run="max_usd = 100\nconcurrency = 32"
+        )
+        first = start_partitions(cfg, range(0, 1))
+        while sim.stats.in_flight < 3:  # partition 0's calls are out, their intents written before them
+            assert first[0].poll() is None, first[0].communicate()[1].decode()
+            time.sleep(0.01)
+        assert not any(True for _ in scan_shards(tmp_path / "run", kinds=("generation",)))
+        second = start_partitions(cfg, range(1, 2))
+        while not intents_of(tmp_path / "run", "p1of4"):  # partition 1 joined: it calls only after that
+            assert second[0].poll() is None, second[0].communicate()[1].decode()
+            time.sleep(0.01)
+        joined_before_any_answer = not any(True for _ in scan_shards(tmp_path / "run", kinds=("generation",)))
+        assert joined_before_any_answer, (
+            "partition 0's calls ended before partition 1 joined: the test did not test"
+        )
+        assert finish(first + second) == [0, 0]
+        shared = ledger(server.url, tmp_path / "run")
+    report = status_report(tmp_path / "run")
+    assert report.worst_case_usd == 0  # every intent resolved
     assert shared["spent"] == {"sweep": pytest.approx(report.spent_usd), "m": pytest.approx(report.spent_usd)}

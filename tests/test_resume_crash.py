@@ -84,26 +84,34 @@ class Kill:
     lost: int  # requests whose result is not in the shards
 
 
-def wait_until(cond: Any, timeout: float, what: str) -> None:
+def wait_until(cond: Any, timeout: float, what: str, every_s: float = 0.002) -> None:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
+        time.sleep(every_s)
 
 
 def crash_chain(
     cfg: Path, run_dir: Path, sim: SimulatorThread, rng: random.Random, trials: int, max_delay_s: float
 ) -> list[Kill]:
-    """Start `ifsweep run`, SIGKILL it a random time after its first request, repeat. Stops early when
-    a run finishes before its kill."""
+    """Start `ifsweep run`, SIGKILL it at a random moment once it has stored a random number of
+    results (0 to twice its concurrency), repeat. Stops early when a run finishes before its kill."""
     kills: list[Kill] = []
     for _ in range(trials):
         req0, lines0 = sim.stats.requests, call_lines(run_dir)
         proc = run_child(cfg)
-        # Kill only once this process is calling: before that a kill tests nothing new.
+        # Kill only once this process is calling: before that a kill tests nothing new. How far it got
+        # is an event (its results on disk), not a time: a loaded machine slows the child, not the test.
         wait_until(
             lambda p=proc, r=req0: sim.stats.requests > r or p.poll() is not None, 60, "a first request"
+        )
+        stored = rng.randrange(2 * CONCURRENCY + 1)
+        wait_until(
+            lambda p=proc, n=lines0 + stored: p.poll() is not None or call_lines(run_dir) >= n,
+            60,
+            f"{stored} results stored",
+            every_s=0.01,
         )
         time.sleep(rng.uniform(0.0, max_delay_s))
         if proc.poll() is not None:

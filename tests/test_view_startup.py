@@ -18,12 +18,12 @@ def satisfied(m: int, i: int, k: int) -> bool:
     return (7 * i + 3 * m + k) % 5 != 0
 
 
-def write_run(run: Path) -> int:
+def write_run(run: Path, instances: int = INSTANCES) -> int:
     """A generation and one judge's verdict for every pair, written as shard lines; returns the lines."""
     (run / "shards").mkdir(parents=True)
     lines = []
     for m in range(MODELS):
-        for i in range(INSTANCES):
+        for i in range(instances):
             where = {"model": f"m{m}", "benchmark": "cfbench", "instance_id": f"i{i}"}
             gen_key = record_key(["g", m, i])
             text = f"answer {i} of model {m} " + "words " * 50
@@ -129,3 +129,16 @@ def test_lines_read_since_the_last_load_are_found_with_the_stores_precedence(tmp
         f.write(b"".join(gen(record_key(["g", i]), "ok", "more") for i in range(100)))
     index.refresh()
     assert not index._recent and texts() == want
+
+
+def test_a_shard_that_cannot_be_read_stops_the_first_pass_and_the_pages_say_so(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_run(run, instances=40)
+    (run / "shards" / "main-00002.jsonl").mkdir()  # named as a shard, and not a file
+    with serving(run) as url:
+        deadline = time.monotonic() + 60
+        while "indexing stopped" not in (html := get(url, "/")):
+            assert time.monotonic() < deadline and "indexing" in html, html[-2000:]
+            time.sleep(0.1)
+        assert f"indexing stopped at {MODELS * 80:,} records: " in html and "Is a directory" in html
+        assert matched(get(url, "/list/cfbench/m0")) == 40  # what was read is served

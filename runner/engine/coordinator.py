@@ -20,8 +20,8 @@ import orjson
 from ifsweep.providers.budget import SWEEP_SCOPE
 from ifsweep.providers.coord.interfaces import CoordinatorError, CoordinatorSettings
 from ifsweep.providers.limits import ProviderEvent
-from ifsweep.runner.store.intents import SPEND_KINDS, WriterSpend
-from ifsweep.runner.store.shards import scan_shards, shard_files
+from ifsweep.runner.store.intents import SPEND_KINDS, run_spend
+from ifsweep.runner.store.shards import scan_shards
 
 if TYPE_CHECKING:
     from ifsweep.providers.coord.redis_state import RedisCoordinator
@@ -31,14 +31,15 @@ __all__ = ["SWEEP_ID_NAME", "join", "spend_by_writer", "sweep_id"]
 SWEEP_ID_NAME = "coordination.json"
 
 
-def spend_by_writer(run_dir: Path) -> dict[str, dict[str, float]]:
+def spend_by_writer(run_dir: Path, own: str | None = None) -> dict[str, dict[str, float]]:
     """{writer: {scope: dollars}} over every stored call record (superseded errors too: they were paid
-    for) and the worst case of every intent without a result (runner/store/intents.py); scope "sweep"
-    is the writer's total."""
-    spend = WriterSpend([writer for writer, _, _ in shard_files(run_dir)])
+    for) and the worst case of every intent without a result (runner/store/intents.py), but for a live
+    writer other than `own`, whose open intents are its calls in flight; scope "sweep" is the writer's
+    total."""
+    spend = run_spend(run_dir)
     for sl in scan_shards(run_dir, kinds=SPEND_KINDS):
         spend.add(sl.file_no, sl.record())
-    return {writer: {SWEEP_SCOPE: scan.total, **scan.by} for writer, scan in spend.finish().items()}
+    return {writer: {SWEEP_SCOPE: scan.total, **scan.by} for writer, scan in spend.finish(own).items()}
 
 
 def totals(baseline: Mapping[str, Mapping[str, float]]) -> tuple[float, dict[str, float]]:
@@ -106,12 +107,12 @@ async def join(
     coordinator and that baseline. Raises CoordinatorError when it cannot."""
     state = _redis_state()
     ident, created = sweep_id(run_dir)
-    baseline = spend_by_writer(run_dir)
+    baseline = spend_by_writer(run_dir, writer)
     coordinator: RedisCoordinator = state.RedisCoordinator(
         settings,
         sweep_id=ident,
         writer=writer,
-        rescan=lambda: spend_by_writer(run_dir),
+        rescan=lambda: spend_by_writer(run_dir, writer),
         emit=emit,
         give_up_s=give_up_s,
     )

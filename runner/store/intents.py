@@ -15,12 +15,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ifsweep.runner.store.keys import KEY_SCHEMA
-from ifsweep.runner.store.shards import RunStore
+from ifsweep.runner.store.locks import writer_running
+from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, shard_files
 
-__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "WriterSpend", "record_spend"]
+__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "WriterSpend", "record_spend", "run_spend"]
 
 INTENT = "intent"
 # The records a run's spend is read from: the calls, and the intents of calls that never came back.
@@ -77,9 +79,10 @@ class SpendScan:
         self._charge(label, cost)
         self.worst_case += float(rec.get("worst_case_usd") or 0.0)
 
-    def finish(self) -> SpendScan:
-        """Charge the intents left open (call it once every record was added)."""
-        for label, worst in self._open.values():
+    def finish(self, *, charge_open: bool = True) -> SpendScan:
+        """Charge the intents left open (call it once every record was added). `charge_open=False`:
+        they are calls still in flight of a live process, which holds them itself."""
+        for label, worst in self._open.values() if charge_open else ():
             self._charge(label, worst)
             self.worst_case += worst
             self.orphans += 1
@@ -100,6 +103,7 @@ class WriterSpend:
     spend status shows is the spend a resumed run starts from, intents cut off by a kill included."""
 
     writers: list[str]
+    shards_dir: Path | None = None  # where the writers' locks say which of them still run
     scans: dict[str, SpendScan] = field(default_factory=dict)
 
     def add(self, file_no: int, rec: Mapping[str, Any]) -> None:
@@ -109,8 +113,18 @@ class WriterSpend:
             scan = self.scans[writer] = SpendScan()
         scan.add(rec)
 
-    def finish(self) -> dict[str, SpendScan]:
-        """Each writer's scan, its open intents charged (call it once every record was added)."""
-        for scan in self.scans.values():
-            scan.finish()
+    def finish(self, own: str | None = None) -> dict[str, SpendScan]:
+        """Each writer's scan, its open intents charged (call it once every record was added), except
+        those of a writer whose process still runs (its lock is held), other than `own` (the caller's
+        writer, whose open intents are its dead predecessor's): they are calls in flight, which that
+        process holds and settles itself; counted now, at their worst case, a live partition's calls
+        would be charged twice over by the shared ledger, merged by maximum."""
+        for writer, scan in self.scans.items():
+            live = writer != own and self.shards_dir is not None and writer_running(self.shards_dir, writer)
+            scan.finish(charge_open=not live)
         return self.scans
+
+
+def run_spend(run_dir: Path) -> WriterSpend:
+    """An empty WriterSpend over a run directory's writers, in shard file order."""
+    return WriterSpend([writer for writer, _, _ in shard_files(run_dir)], Path(run_dir) / SHARDS_DIR)

@@ -118,22 +118,23 @@ class RunIndex:
 
     def _locate(self, batch: _Batch) -> None:
         """The lines' locations, gathered in `_pending` (and newest per key in `_recent`, which reads
-        consult meanwhile) until they are an eighth of the table, then added in one vectorized load,
+        consult meanwhile) until they are a quarter of the table, then added in one vectorized load,
         which rebuilds it: a run read in many steps, or a live sweep's few lines at a time, costs a
         dict entry a line and O(log n) loads, not a probe of the table in Python per line."""
-        keys, locs, metas, recent = batch.keys, batch.locs, batch.metas, self._recent
+        keys, locs, metas, pending = batch.keys, batch.locs, batch.metas, self._pending
+        pending.keys += keys
+        pending.locs.extend(locs)
+        pending.metas.extend(metas)
+        if len(pending.locs) > len(self.keys) // 4:
+            self.keys.load(pending.keys, pending.locs, pending.metas)
+            self._pending, self._recent = _Batch(), {}
+            return
+        recent = self._recent
         for i in range(len(locs)):
             key, meta = bytes(keys[16 * i : 16 * i + 16]), metas[i]
             old = recent.get(key)
             if old is None or not meta & 1 or old[1] & 1:  # an error never replaces a success
                 recent[key] = (locs[i], meta)
-        pending = self._pending
-        pending.keys += keys
-        pending.locs.extend(locs)
-        pending.metas.extend(metas)
-        if len(pending.locs) > len(self.keys) // 8:
-            self.keys.load(pending.keys, pending.locs, pending.metas)
-            self._pending, self._recent = _Batch(), {}
 
     def _read(self, f: _File, batch: _Batch, limit: int | None) -> None:
         """Every whole line `f` gained: checked, located, and the records the pages need attached. The
@@ -148,40 +149,43 @@ class RunIndex:
             binascii.unhexlify,
         )
         valid, good_end = 0, f.good_end
-        for off, line in _lines(f, limit):
-            try:
-                ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(memoryview(line)[_HEAD:])
-                if ok:
-                    kend = line.find(b'"', 24)
-                    kind_end = line.find(b'"', kend + 10)
-                    ok = (
-                        kend > 24
-                        and kind_end > 0
-                        and line.startswith(_KEY_KIND, _HEAD)
-                        and line.startswith(_KIND_OPEN, kend + 1)
-                    )
-                    key = unhex(line[24:kend])
-            except (ValueError, binascii.Error):
-                ok = False
-            if not ok:
-                reason = parse_line(line)
-                self.damaged.append(
-                    DamageReport(
-                        f.path, -1, f"offset {off}: {reason if type(reason) is str else 'bad header'}"
-                    )
-                )
-                continue
-            n = len(line) + 1
-            good_end = off + n
-            valid += 1
-            add_key(key if len(key) == 16 else normalized(key))
-            add_loc(file_bits | off)
-            add_meta(n << 1 | line.startswith(_ERROR_STATUS, kind_end + 1))
-            kind = _ATTACHED.get(line[kend + 10 : kind_end])
-            if kind is not None:
-                attach(kind, loads(line), key)  # checked above; its "_c" is never read
+        for off, lines in _pieces(f, limit):
+            for line in lines:
+                try:
+                    ok = line.startswith(_PREFIX) and int(line[7:15], 16) == crc32(memoryview(line)[_HEAD:])
+                    if ok:
+                        kend = line.find(b'"', 24)
+                        kind_end = line.find(b'"', kend + 10)
+                        ok = (
+                            kend > 24
+                            and kind_end > 0
+                            and line.startswith(_KEY_KIND, _HEAD)
+                            and line.startswith(_KIND_OPEN, kend + 1)
+                        )
+                        key = unhex(line[24:kend])
+                except (ValueError, binascii.Error):
+                    ok = False
+                if not ok:
+                    self._damaged(f, off, line)
+                    off += len(line) + 1
+                    continue
+                n = len(line) + 1
+                good_end = off + n
+                valid += 1
+                add_key(key if len(key) == 16 else normalized(key))
+                add_loc(file_bits | off)
+                add_meta(n << 1 | line.startswith(_ERROR_STATUS, kind_end + 1))
+                kind = _ATTACHED.get(line[kend + 10 : kind_end])
+                if kind is not None:
+                    attach(kind, loads(line), key)  # checked above; its "_c" is never read
+                off += n
         f.good_end = good_end
         self.version += valid
+
+    def _damaged(self, f: _File, off: int, line: bytes) -> None:
+        reason = parse_line(line)
+        why = reason if type(reason) is str else "bad header"
+        self.damaged.append(DamageReport(f.path, -1, f"offset {off}: {why}"))
 
     def _attach(self, kind: str, rec: dict[str, Any], key: bytes) -> None:
         bench, model = str(rec.get("benchmark")), str(rec.get("model"))
@@ -250,10 +254,11 @@ class RunIndex:
         self._fds.clear()
 
 
-def _lines(f: _File, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
-    """(offset, line without its newline) of every whole line past `f.offset`; advances it. A line still
-    being written (no newline yet) is left for the next refresh. With `limit`, stops after the piece
-    that reaches about that many bytes (a line longer than that is still read whole)."""
+def _pieces(f: _File, limit: int | None = None) -> Iterator[tuple[int, list[bytes]]]:
+    """The whole lines past `f.offset` (without their newlines), a piece at a time, each with the
+    offset of its first line; advances `f.offset`. A line still being written (no newline yet) is left
+    for the next refresh. With `limit`, stops after the piece that reaches about that many bytes (a
+    line longer than that is still read whole)."""
     with open(f.path, "rb", buffering=0) as fh:
         fh.seek(f.offset)
         rest = b""
@@ -268,11 +273,9 @@ def _lines(f: _File, limit: int | None = None) -> Iterator[tuple[int, bytes]]:
                 rest = data
                 continue
             off = f.offset
-            for line in data[:end].split(b"\n"):
-                yield off, line
-                off += len(line) + 1
-            f.offset = off
+            f.offset = off + end + 1
             rest = data[end + 1 :]
+            yield off, data[:end].split(b"\n")
 
 
 def count_lines(run_dir: Path) -> int:

@@ -49,8 +49,8 @@ class Entry:
 
     def settle(self, width: int) -> None:
         """Recompute `outcomes` and `summary` from the marks; `width`: the pair's constraint count."""
-        self.outcomes = outcomes(self.marks, width)
-        self.summary = sum(1 << i for i, mask in enumerate(self.outcomes) if mask)
+        o = self.outcomes = outcomes(self.marks, width)  # once per verdict read: kept tight
+        self.summary = (o[0] != 0) | (o[1] != 0) << 1 | (o[2] != 0) << 2 | (o[3] != 0) << 3
         self.why = None
 
     def mark(self, judge: str | None) -> Mark | None:
@@ -147,4 +147,4 @@ def outcomes(marks: Sequence[Mark], width: int) -> tuple[int, int, int, int]:
         errors |= m.errors
         if m.status_error and not m.errors:
             errors |= (1 << max(width, 1)) - 1
-    return failed, unparsed, errors, disagree(marks)
+    return failed, unparsed, errors, disagree(marks) if len(marks) > 1 else 0

@@ -8,6 +8,7 @@ they may load from (Content-Security-Policy 'self'), so a page can reach no othe
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
 import socket
@@ -63,6 +64,7 @@ class ViewState:
     boards: Leaderboards = field(default_factory=lambda: Leaderboards(note="computing the metrics..."))
     indexing: bool = False  # the first pass over the shards is under way
     total_lines: int | None = None  # lines the shards held when it began (counted on a worker thread)
+    index_error: str = ""  # why the first pass stopped short, if it did (the pages then stay as they are)
     _boards_seen: tuple[tuple[str, int], ...] | None = None  # the shards the leaderboards were read from
     _computing: bool = False
     _overview: Overview | None = None
@@ -89,8 +91,11 @@ class ViewState:
         import anyio
         import anyio.to_thread
 
-        async def count() -> None:
-            self.total_lines = await anyio.to_thread.run_sync(count_lines, self.index.run_dir)
+        async def count_then_boards() -> None:  # one after the other: each thread takes its turns at
+            # the GIL, and the event loop's turns are what a request waits for
+            with contextlib.suppress(OSError):  # the first pass meets the same error and says it
+                self.total_lines = await anyio.to_thread.run_sync(count_lines, self.index.run_dir)
+            await self.recompute_boards()
 
         def one_step() -> bool:
             with self.lock:
@@ -98,10 +103,13 @@ class ViewState:
                 return self.index.behind
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(count)
-            tg.start_soon(self.recompute_boards)
-            while await anyio.to_thread.run_sync(one_step):
-                pass
+            tg.start_soon(count_then_boards)
+            try:
+                while await anyio.to_thread.run_sync(one_step):
+                    pass
+            except OSError as e:  # a shard that cannot be read: serve what was read, saying where it stopped
+                self.index_error = str(e)
+                return
             self.indexing = False
 
     def refresh(self) -> None:
@@ -114,6 +122,8 @@ class ViewState:
         if not self.indexing:
             return ""
         read, total = self.index.lines_read, self.total_lines
+        if self.index_error:
+            return f"indexing stopped at {read:,} records: {self.index_error}"
         if total is None or read > total:
             return f"indexing: {read:,} records so far"
         return f"indexing: {read:,} of {total:,} records"
@@ -168,7 +178,9 @@ def _html(text: str, status: int = 200) -> web.Response:
 def _not_found(what: str, state: ViewState | None = None) -> web.Response:
     """404; while the first pass reads the shards, it says that the page may only not be read yet."""
     progress = state.progress() if state is not None else ""
-    if progress:
+    if progress and state is not None and state.index_error:
+        what = f"{what} ({progress})"
+    elif progress:
         what = f"{what} yet ({progress}; try again when it is done)"
     return _html(page("not found", f"<h1>Not found</h1><p>{esc(what)}</p>"), 404)
 

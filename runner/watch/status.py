@@ -14,16 +14,17 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-from ifsweep.runner.store.intents import INTENT, SpendScan, WriterSpend
+from ifsweep.runner.store.intents import INTENT, WriterSpend, run_spend
 from ifsweep.runner.store.keys import verdict_slot
 from ifsweep.runner.store.manifest import planned_instances
-from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards, shard_files
+from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards
 from ifsweep.runner.watch.board import Board, natural_key
 from ifsweep.runner.watch.eta import Outlook
 from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
@@ -182,7 +183,8 @@ def status_views(
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
     plans = planned_instances(run_dir)
-    board, report = _Scan(since=now - RATE_WINDOW_S, plans=plans), _ReportScan(run_dir)
+    board = _Scan(since=now - RATE_WINDOW_S, plans=plans, spend=run_spend(run_dir))
+    report = _ReportScan(run_dir)
     _read(run_dir, damaged, board, report)
     return _board(run_dir, now, board), report.report()
 
@@ -212,7 +214,7 @@ class _ReportScan:
     newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.spend = WriterSpend([writer for writer, _, _ in shard_files(self.run_dir)])
+        self.spend = run_spend(self.run_dir)
 
     def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
         if sl.kind == INTENT:
@@ -399,11 +401,11 @@ class _Scan:
     # key -> (endpoint label, group, error)
     newest: dict[bytes, tuple[str, tuple[str, str], bool]] = field(default_factory=dict)
     plans: dict[str, frozenset[str]] = field(default_factory=dict)  # instances planned, by benchmark
-    spend: SpendScan = field(default_factory=SpendScan)  # what a resumed run's budget starts from
+    spend: WriterSpend = field(default_factory=lambda: WriterSpend([]))  # what a resumed run starts from
 
     def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
         if sl.kind != "verdict":
-            self.spend.add(rec)
+            self.spend.add(sl.file_no, rec)
         if sl.kind == INTENT:
             return
         newest = self.newest
@@ -505,7 +507,7 @@ def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageRe
     """The board of a run directory; with the ETA while its sweep runs (an unpartitioned one)."""
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
-    scan = _Scan(since=now - RATE_WINDOW_S, plans=planned_instances(run_dir))
+    scan = _Scan(since=now - RATE_WINDOW_S, plans=planned_instances(run_dir), spend=run_spend(run_dir))
     _read(run_dir, damaged, scan)
     return _board(run_dir, now, scan)
 
@@ -518,7 +520,6 @@ def _board(run_dir: Path, now: float, gathered: _Scan) -> Board:
     if state == "running" and not running:
         state = "not running"
     scan = gathered.finish(plan.panel if plan is not None else _panel(run_dir))
-    scan.spend.finish()
     reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
@@ -544,7 +545,7 @@ def _reading(
         limits=_limits(scan, progress, where),
         pace={label: _pace(e, running) for label, e in scan.endpoints.items()},
         efficiency=_numbers(progress, "efficiency", where),
-        spent={None: scan.spend.total} | {label: scan.spend.by.get(label, 0.0) for label in scan.endpoints},
+        spent=_spent(scan.spend, scan.endpoints),
         caps=caps,
         calls_per_s=recent / RATE_WINDOW_S if running else None,
         tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,
@@ -552,6 +553,14 @@ def _reading(
         state="running" if running else state,
         judge_calls=dict(scan.judge_calls),
     )
+
+
+def _spent(spend: WriterSpend, labels: Iterable[str]) -> dict[str | None, float]:
+    """The run's spend (None) and each endpoint label's, as a resumed run's budget would start from."""
+    scans = spend.finish().values()
+    out: dict[str | None, float] = {None: sum(s.total for s in scans)}
+    out.update({label: sum(s.by.get(label, 0.0) for s in scans) for label in labels})
+    return out
 
 
 def _panel(run_dir: Path) -> tuple[str, ...]:
