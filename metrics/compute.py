@@ -19,16 +19,12 @@ from ifsweep.metrics.schema import VerdictError, any_problem, describe_problem, 
 
 def validated(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.LazyFrame, list[str | None]]:
     """`prepared(rows)` and the judges they hold, after one streaming pass found no row breaking the
-    contract (else VerdictError naming the first such row)."""
+    contract (else VerdictError naming the first such row). Two verdicts of one constraint are found
+    by the per-instance pass every benchmark makes (`metrics.instances.per_instance`)."""
     lf = prepared(rows)
     found = streamed(any_problem(lf, catalog))
     if found.get_column("bad").any():
         raise VerdictError(describe_problem(streamed(first_problem(lf, catalog))))
-    # A query of its own: joined to the check above in one select, the pass ran in memory (7 GB of
-    # peak RSS over 30M rows, against 1.5 GB for the check alone).
-    counts = streamed(lf.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n")))
-    if counts.item(0, "distinct") < counts.item(0, "n"):
-        _one_verdict_each(lf)
     return lf, found.get_column("judge").to_list()
 
 
@@ -36,42 +32,6 @@ def all_components(rows: pl.LazyFrame, catalog: Catalog) -> Components:
     """Every benchmark's statistics plus coverage, over validated rows (`validated`)."""
     c = Components.concat([b.components(rows) for b in catalog.benchmarks])
     return Components((*c.leaves, coverage_leaf(c.seen)), c.parents, c.seen, c.finals)
-
-
-def _slot_mix() -> pl.Expr:
-    """A 64-bit mix of each row's (benchmark, model, judge, instance, constraint): counting its distinct
-    values finds two verdicts of one slot in about a third of the time an exact test takes (3M rows of
-    perf/metrics_perf.py's synth, streamed, best of 3 in one run, load average 16 on 2 cores: 0.65 s;
-    a hash of the struct 1.00 s; the exact n_unique 2.06 s). Only when it finds fewer than rows does
-    `_one_verdict_each` run, to name them (or to clear a collision of the mix). Each column is hashed
-    with a seed of its own, so equal values in two columns never cancel."""
-    columns = ("benchmark", "model", "judge", "instance_id", "constraint_idx")
-    mix = pl.col(columns[0]).hash(1)
-    for seed, column in enumerate(columns[1:], start=2):
-        mix = mix ^ pl.col(column).hash(seed)
-    return mix
-
-
-def _one_verdict_each(rows: pl.LazyFrame) -> None:
-    """Raise VerdictError naming the instances with two verdicts of one judge: two (a stale and a new
-    one, or two scoring modes) would be pooled into one figure without a sign."""
-    slot = ["benchmark", "model", "judge", "instance_id", "constraint_idx"]
-    frame = streamed(rows.select(*slot, "scoring"))
-    twice = (
-        frame.filter(pl.struct(slot).is_duplicated())
-        .group_by(slot[:-1], maintain_order=True)
-        .agg(pl.col("scoring").unique(maintain_order=True))
-    )
-    named = "; ".join(
-        f"benchmark={r['benchmark']!r}, model={r['model']!r}, judge={r['judge']!r}, "
-        f"instance_id={r['instance_id']!r} (scoring {', '.join(map(str, r['scoring']))})"
-        for r in twice.head(3).iter_rows(named=True)
-    )
-    if twice.height:
-        raise VerdictError(
-            f"verdict rows: {twice.height} instances have two verdicts, which metrics would pool: "
-            f"{named}; keep one verdict per (benchmark, model, judge, instance)"
-        )
 
 
 def components_of(rows: pl.LazyFrame | pl.DataFrame, catalog: Catalog) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -121,5 +81,6 @@ def _one_judge(
 
 def benchmark_metrics(rows: pl.LazyFrame | pl.DataFrame, benchmark: BenchmarkMetrics) -> pl.DataFrame:
     """The point estimates of one benchmark's rows among `rows` (the others are ignored, and not
-    validated): the rows `compute_metrics` gives for it, without coverage."""
+    validated, but two verdicts of one constraint are refused): the rows `compute_metrics` gives for
+    it, without coverage."""
     return by_judge(prepared(rows, benchmark.name), lambda mine: point_estimates(benchmark.components(mine)))

@@ -296,3 +296,26 @@ def test_results_of_another_writers_batch_nobody_asked_for_are_not_charged_here(
     unasked results it charges at their cost, as before."""
     assert unasked_batch_spend(sim, adopted=False) > 0
     assert unasked_batch_spend(sim, adopted=True) == 0.0
+
+
+def test_a_transient_error_line_is_sent_again_in_the_run_whatever_earlier_runs_tried(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Chaos seed 2011: (1) every batch fails, so each request goes in 1 + max_retries batches and its
+    pair ends in error; (2) a provider answering 30% of batch lines 429: those lines go again in later
+    batches, within max_retries this run. Before the fix the earlier run's batches counted as this
+    run's tries, so the first 429 line was kept as the pair's error and the run ended failed."""
+    retries = 4
+    cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.1, fail_rate=1.0)))
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST + f", max_retries = {retries}"))
+    assert main(["run", str(cfg)]) == 1
+    assert max(sim.stats.batch_requests.values()) == 1 + retries
+    after_first = Counter(sim.stats.batch_requests)
+
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.1), faults=FaultRates(rate_limit=0.3)))
+    assert main(["run", str(cfg)]) == 0
+    assert summary(run_dir)["status"] == "complete"
+    second = submitted_since(sim, after_first)
+    assert max(second.values()) > 1  # some 429 lines were sent again ...
+    assert max(second.values()) <= 1 + retries  # ... and none more often than its retries allow

@@ -118,3 +118,20 @@ def test_a_full_disk_at_the_shards_is_the_same_stop_and_resumes(disk: Path, tmp_
         code, err = ifsweep("run", str(cfg))
         assert code == 0, err
         assert json.loads((run_dir / "summary.json").read_text())["status"] == "complete"
+
+
+def test_a_full_disk_at_the_coordination_id_is_the_disk_full_stop(disk: Path) -> None:
+    # Chaos seed 3009: partitions starting on a full disk died with a traceback writing coordination.json.
+    from ifsweep.runner.engine.coordinator import SWEEP_ID_NAME, sweep_id
+    from ifsweep.runner.store.shards import DiskFullError
+
+    run_dir = disk / "run"
+    run_dir.mkdir()
+    filler = fill(disk)
+    with pytest.raises(DiskFullError, match="disk full or file size limit reached"):
+        sweep_id(run_dir)
+    assert sorted(p.name for p in run_dir.iterdir()) == []  # no temporary file, no half an id
+    filler.unlink()
+    ident, created = sweep_id(run_dir)
+    assert created and (run_dir / SWEEP_ID_NAME).exists()
+    assert sweep_id(run_dir) == (ident, False)

@@ -14,14 +14,19 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
-from ifsweep import benchmarks
+from ifsweep import benchmarks, metrics
 from ifsweep.benchmarks import Instance
+from ifsweep.metrics import VerdictError
+from ifsweep.metrics.schema import METRIC_COLUMNS
 from ifsweep.runner.commands.cli import main
+from ifsweep.runner.commands.rundir import metric_catalog
 from ifsweep.runner.store.compact import load_verdict_rows
 
 BENCH = benchmarks.get("cfbench")
+CFBENCH_METRICS = metric_catalog()[0].get("cfbench")
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -109,9 +114,9 @@ def test_a_second_scoring_mode_into_one_directory_is_refused(
     one_verdict_each(run_dir)
 
 
-def test_metrics_name_the_instances_with_two_verdicts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def two_verdicts_of_one_instance() -> tuple[str, list[dict[str, Any]]]:
+    """An instance's id and its verdict rows, each constraint scored twice: paper (all pass), then
+    reference (all fail)."""
     inst = next(iter(BENCH.load(BENCH.fixture_dir(), {})))
     base = {"run": "r", "benchmark": "cfbench", "model": "m", "judge": "j", "instance_id": inst.instance_id}
     rows = []
@@ -131,15 +136,36 @@ def test_metrics_name_the_instances_with_two_verdicts(
                     "status": "ok",
                 }
             )
+    return inst.instance_id, rows
+
+
+def test_metrics_name_the_instances_with_two_verdicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    instance_id, rows = two_verdicts_of_one_instance()
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
     code, _, err = cli(capsys, "metrics", str(path))
     assert code == 2
     assert "1 instances have two verdicts" in err
-    assert f"model='m', judge='j', instance_id='{inst.instance_id}' (scoring paper, reference)" in err
+    assert f"model='m', judge='j', instance_id='{instance_id}' (scoring paper, reference)" in err
     # One of them alone is scored.
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows[: len(rows) // 2]) + "\n")
     assert cli(capsys, "metrics", str(path))[0] == 0
+
+
+@pytest.mark.parametrize("offset", [0, 40])
+def test_one_benchmarks_metrics_refuse_two_verdicts_too(offset: int) -> None:
+    """benchmark_metrics skips the validation pass; the per-instance pass finds the duplicate anyway
+    (before: the paper and reference verdicts were pooled, CSR 0.5), also with constraint indexes past
+    the 32 bits the pass keeps one each (`offset`)."""
+    instance_id, rows = two_verdicts_of_one_instance()
+    frame = pl.DataFrame(rows).with_columns(pl.col("constraint_idx") + offset)
+    frame = frame.with_columns(pl.lit(None).alias(c) for c in METRIC_COLUMNS if c not in frame.columns)
+    assert CFBENCH_METRICS is not None
+    with pytest.raises(VerdictError, match=f"instance_id='{instance_id}' \\(scoring paper, reference\\)"):
+        metrics.benchmark_metrics(frame, CFBENCH_METRICS)
+    assert metrics.benchmark_metrics(frame.head(len(rows) // 2), CFBENCH_METRICS).height
 
 
 def test_the_released_eval_file_reimported_after_a_correction(
@@ -161,3 +187,27 @@ def test_the_released_eval_file_reimported_after_a_correction(
     assert cli(capsys, "import", "cfbench", str(corrected), "--out", str(alone))[0] == 0
     assert headline(capsys, run_dir) == headline(capsys, alone) != first
     one_verdict_each(run_dir)
+
+
+def verdicts(*rows: tuple[str, int, int]) -> pl.DataFrame:
+    """Rows of one instance: (judge, instruction_idx, constraint_idx) each."""
+    return pl.DataFrame(
+        [
+            {"benchmark": "b", "model": "m", "instance_id": "1", "scoring": "paper", "judge": j}
+            | {"instruction_idx": part, "constraint_idx": c, "satisfied": True}
+            for j, part, c in rows
+        ]
+    )
+
+
+def test_two_verdicts_in_two_parts_of_an_instance_are_found() -> None:
+    """A per-part pass (EIFBench's instructions) sums its parts' bits over the instance, so a constraint
+    whose second verdict sits in another part is found; two judges' verdicts of one constraint are not
+    two verdicts (the exact pass tells them apart)."""
+    aggs = [pl.col("satisfied").all()]
+    with pytest.raises(VerdictError, match="1 instances have two verdicts"):
+        metrics.per_instance(
+            verdicts(("j", 0, 0), ("j", 1, 0), ("j", 1, 1)), "b", aggs, within=["instruction_idx"]
+        )
+    two_judges = verdicts(("j", 0, 0), ("k", 0, 0), ("j", 0, 40), ("k", 0, 41))
+    assert metrics.per_instance(two_judges, "b", aggs).collect().height == 1

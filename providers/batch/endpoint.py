@@ -15,8 +15,9 @@ request is never submitted twice. A batch is "closed" once each of its keys has 
 moved to a later batch), and is not polled again.
 
 Failures: a failed, expired or cancelled batch, and a request answered 429 / 5xx / "batch_expired",
-sends its requests again in a later batch, each up to `max_retries` times; other request errors come
-back as error Completions, like the interactive path's.
+sends its requests again in a later batch, each up to `max_retries` times in one run (a batch found
+open at start counts as this run's first); other request errors come back as error Completions, like
+the interactive path's.
 """
 
 from __future__ import annotations
@@ -348,7 +349,6 @@ class BatchEndpoint:
             keys = rec.get("custom_ids")
             if isinstance(keys, list):
                 for k in keys:
-                    self._tries[k] = self._tries.get(k, 0) + 1
                     self._latest[k] = intent
         for intent, rec in merged.items():
             if rec.get("state") == "closed":
@@ -378,6 +378,10 @@ class BatchEndpoint:
             per_key = float(rec.get("reserved_usd") or 0.0) / max(1, len(keys))
             for k in keys:
                 if not self._settled(k, intent):
+                    # Retries are counted per run, as the interactive path's are: only this open batch
+                    # counts. Earlier runs' batches did not, or a transient error line collected here
+                    # would be kept as the pair's answer with no retry left.
+                    self._tries[k] = 1
                     self._waiting[k] = _Call(k, b"", per_key, None, resumed=True)
                     # Already committed at the provider: a cap can no longer refuse it.
                     with contextlib.suppress(BudgetExhausted):

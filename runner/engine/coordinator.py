@@ -7,6 +7,7 @@ on first use, because it is an optional extra.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
@@ -21,7 +22,7 @@ from ifsweep.providers.budget import SWEEP_SCOPE
 from ifsweep.providers.coord.interfaces import CoordinatorError, CoordinatorSettings
 from ifsweep.providers.limits import ProviderEvent
 from ifsweep.runner.store.intents import SPEND_KINDS, run_spend
-from ifsweep.runner.store.shards import scan_shards
+from ifsweep.runner.store.shards import disk_full, scan_shards
 
 if TYPE_CHECKING:
     from ifsweep.providers.coord.redis_state import RedisCoordinator
@@ -59,14 +60,18 @@ def sweep_id(run_dir: Path) -> tuple[str, bool]:
     path = run_dir / SWEEP_ID_NAME
     if not path.exists():
         tmp = run_dir / f".{SWEEP_ID_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
-        tmp.write_bytes(orjson.dumps({"sweep_id": secrets.token_hex(16), "created_at": time.time()}))
         try:
+            tmp.write_bytes(orjson.dumps({"sweep_id": secrets.token_hex(16), "created_at": time.time()}))
             os.link(tmp, path)
             created = True
         except FileExistsError:
             created = False
+        except OSError as e:
+            # A full disk is the documented disk-full stop (resumable), never a traceback.
+            raise disk_full(e, f"{path}: not written") from e
         finally:
-            tmp.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
         if created:
             return _read_id(path), True
     return _read_id(path), False
