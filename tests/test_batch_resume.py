@@ -197,6 +197,21 @@ def test_turning_batch_off_with_batches_open_is_refused_with_the_two_ways_out(
     assert sim.stats.requests == 0 and not open_batches(run_dir)
 
 
+def test_an_endpoint_leaving_the_config_with_batches_open_is_refused(
+    tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Chaos seed 7025: a judge removed while its batch was open; the provider billed the batch, and no
+    run collected it, so the bill was counted nowhere (I2). Its id leaving is refused like `batch` off."""
+    cfg, run_dir, _ = killed_with_batches_open(tmp_path, sim)
+    cfg.write_text(batch_toml(run_dir, sim.base_url, batch=FAST).replace('id = "alpha"', 'id = "beta"'))
+    capsys.readouterr()
+    assert main(["run", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "'alpha' left the config, but" in err and "counted nowhere" in err, err
+    assert f"ifsweep batches {run_dir} --cancel" in err
+    assert sim.stats.requests == 0
+
+
 def test_after_cancelling_the_open_batches_a_run_with_batch_off_goes_on(
     tmp_path: Path, sim: SimulatorThread, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,7 +86,12 @@ def plan_rounds(s: Scenario, first: Stage, *, disk: bool) -> tuple[list[Round], 
         if edit == "add_judge":
             stage = replace(stage, judges=(*stage.judges, "jadd"))
         elif edit == "remove_judge":
-            stage = replace(stage, judges=stage.judges[:-1])
+            # A judge in batch mode may not leave while its batches are open (refused, exit 2: its bill
+            # would be counted nowhere; tests/test_batch_resume.py): the edit takes one that is not.
+            gone = next((j for j in reversed(stage.judges) if j not in s.batch), None)
+            if gone is None:
+                continue
+            stage = replace(stage, judges=tuple(j for j in stage.judges if j != gone))
         elif edit == "raise_cap":
             stage = raised(stage, 2.0)
         rounds.append(Round(stage, kills.pop(0) if kills else None))

@@ -239,27 +239,44 @@ def _open_run(
 
 
 def check_batches_off(cfg: SweepConfig, store: Any) -> None:
-    """Refuse (ConfigError, exit 2) an endpoint whose `batch` is off while batches of its calls are
-    open at the provider: sending those calls interactively would pay for them twice."""
-    off = {s.label for s in specs_of(cfg) if s.batch is None}
-    if not store.batch_records or not off:
+    """Refuse (ConfigError, exit 2) an endpoint whose `batch` is off, or that left the config, while
+    batches of its calls are open at the provider: sending those calls interactively would pay for them
+    twice, and a batch nobody collects is billed and counted nowhere."""
+    if not store.batch_records:
         return  # no batch was ever submitted here: no scan
     from ifsweep.runner.engine.batches import open_batches
 
-    left = [b for b in open_batches(store.run_dir) if b.endpoint in off and b.state != "cancelled"]
+    specs = specs_of(cfg)
+    off = {s.label for s in specs if s.batch is None}
+    kept = {s.label for s in specs}
+    left = [
+        b
+        for b in open_batches(store.run_dir)
+        if (b.endpoint in off or b.endpoint not in kept) and b.state != "cancelled"
+    ]
     if not left:
         return
     label = left[0].endpoint
     mine = [b for b in left if b.endpoint == label]
     n, requests = len(mine), sum(b.requests for b in mine)
+    batches = f"{n} Batch API batch{'es' if n != 1 else ''} of '{label}' ({requests} requests)"
+    are = "are" if n != 1 else "is"
+    cancel = f"cancel them with `ifsweep batches {store.run_dir} --cancel`"
+    if label not in kept:
+        raise ConfigError(
+            cfg.path,
+            "models"
+            if any(b.model for b in mine if b.endpoint in {s.label for s in cfg.models})
+            else "judges",
+            f"'{label}' left the config, but {batches} {are} still open at the provider: their bill would "
+            f"be counted nowhere. Either keep '{label}' until a run has collected them, or {cancel}",
+        )
     raise ConfigError(
         cfg.path,
         _batch_key(cfg, label),
-        f"off, but {n} Batch API batch{'es' if n != 1 else ''} of '{label}' ({requests} requests) "
-        f"{'are' if n != 1 else 'is'} still open at the provider, and sending those calls again would pay "
-        f"for them twice. Either set `batch = true` again (the run collects them), or cancel them with "
-        f"`ifsweep batches {store.run_dir} --cancel` (requests they already finished are then sent and "
-        "paid again)",
+        f"off, but {batches} {are} still open at the provider, and sending those calls again would pay "
+        f"for them twice. Either set `batch = true` again (the run collects them), or {cancel} "
+        "(requests they already finished are then sent and paid again)",
     )
 
 
