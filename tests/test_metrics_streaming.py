@@ -4,11 +4,7 @@ rows; peak memory does not grow with the rows."""
 
 from __future__ import annotations
 
-import json
 import random
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -143,58 +139,3 @@ def test_a_bad_row_in_a_scanned_file_is_still_named(tmp_path: Path) -> None:
     bad.write_parquet(tmp_path / "bad.parquet", row_group_size=100)
     with pytest.raises(metrics.VerdictError, match=r"row 123 .*field 'source': 'oracle'"):
         metrics.compute_metrics(pl.scan_parquet(tmp_path / "bad.parquet"), CATALOG)
-
-
-# The child writes `rows` InFoBench-shaped rows (40 questions an instance, so what streaming must keep
-# per instance is small beside the rows) and scores them; it prints its peak RSS. It sets the engine
-# affinity to in-memory: metrics must name the streaming engine themselves, whatever the process says.
-_CHILD = textwrap.dedent(
-    """
-    import os, sys
-    import polars as pl
-    rows, path = int(sys.argv[1]), sys.argv[2]
-    i = pl.int_range(rows, eager=True)
-    pl.DataFrame({"i": i}).select(
-        run=pl.lit("r"), benchmark=pl.lit("infobench"), model=pl.format("m{}", pl.col("i") % 5),
-        judge=pl.lit("j"), scoring=pl.lit("paper"), instance_id=pl.format("q{}", pl.col("i") // 200),
-        group_id=pl.lit(None, pl.String), level=pl.lit(None, pl.Int64), category=pl.lit(None, pl.String),
-        split=pl.when(pl.col("i") % 3 == 0).then(pl.lit("hard")).otherwise(pl.lit("easy")),
-        instruction_idx=pl.lit(None, pl.Int64), constraint_idx=(pl.col("i") // 5) % 40,
-        constraint_type=pl.format("type{}", pl.col("i") % 4), priority=pl.lit(None, pl.String),
-        satisfied=pl.col("i") % 7 != 0, source=pl.lit("judge"), status=pl.lit("ok"),
-    ).write_parquet(path, row_group_size=250_000)
-    del i
-    # The peak while generating is the child's own business: measure what scoring adds in a grandchild.
-    import subprocess
-    out = subprocess.run([sys.executable, "-c", SCORE, path], capture_output=True, text=True, check=True)
-    print(out.stdout.strip())
-    """
-)
-_SCORE = textwrap.dedent(
-    """
-    import os, resource, sys
-    os.environ["POLARS_ENGINE_AFFINITY"] = "in-memory"
-    import polars as pl
-    import ifsweep
-    pl.DataFrame({"x": [1]}).lazy().collect()
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    scores = ifsweep.scores(sys.argv[1])
-    assert scores.filter(pl.col("metric") == "DRFR").height > 0
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
-    """
-)
-
-
-def _scoring_peak_kib(rows: int, path: Path) -> int:
-    code = _CHILD.replace("SCORE", json.dumps(_SCORE))
-    out = subprocess.run([sys.executable, "-c", code, str(rows), str(path)], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    return int(out.stdout.split()[-1])
-
-
-def test_peak_memory_does_not_grow_with_the_rows(tmp_path: Path) -> None:
-    # Held in memory, 5M more rows of these columns are several hundred MB; streamed, what grows is only
-    # the per-instance summaries (25,000 more instances), a few MB.
-    small = _scoring_peak_kib(1_000_000, tmp_path / "small.parquet")
-    large = _scoring_peak_kib(6_000_000, tmp_path / "large.parquet")
-    assert large - small < 150_000, (small, large)
