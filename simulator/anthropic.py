@@ -29,7 +29,7 @@ from aiohttp import web
 from ifsweep.simulator.anthropic_batch import BatchServer, MessageBatches
 from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, apply_content_fault
 from ifsweep.simulator.judges import Judges
-from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, body_digest
+from ifsweep.simulator.ledger import UNDELIVERED_FAULTS
 from ifsweep.simulator.limits import RateLimits
 from ifsweep.simulator.prefix import Breakpoint, BreakpointCache, CacheUse
 from ifsweep.simulator.stats import Served
@@ -47,7 +47,7 @@ class Host(BatchServer, Protocol):
     def judges(self) -> Judges: ...
     @property
     def rate_limits(self) -> RateLimits: ...
-    def note_request(self, model: str, body: Mapping[str, Any]) -> bytes: ...
+    def note_request(self, model: str, body: Mapping[str, Any]) -> tuple[bytes, str]: ...
     async def wait_latency(self, model: str, canonical: bytes) -> None: ...
     async def hang(self, request: web.Request) -> web.StreamResponse: ...
 
@@ -221,7 +221,7 @@ class AnthropicAPI:
             return self._json(400, error_payload("invalid_request_error", f"request body is not JSON: {exc}"))
         except AnthropicError as exc:
             return self._json(exc.status, exc.payload())
-        canonical = host.note_request(req.model, req.body)
+        canonical, digest = host.note_request(req.model, req.body)
         fault, error_status = host.draw_fault()
         n_prompt = prompt_tokens(req.chat)
         refused = self._refusal(n_prompt, req.max_tokens)
@@ -234,9 +234,7 @@ class AnthropicAPI:
         payload, out = self._message(req, n_prompt, use, fault, canonical)
         if fault not in NEVER_RAN:  # billed once it reached the model, whether the client waits or not
             delivered = fault not in UNDELIVERED_FAULTS
-            stats.ledger.bill(
-                body_digest(req.body), req.model, "chat", (n_prompt, use.read, out), delivered=delivered
-            )
+            stats.ledger.bill(digest, req.model, "chat", (n_prompt, use.read, out), delivered=delivered)
         await host.wait_latency(req.model, canonical)
         early = await self._fault_reply(request, fault, error_status)
         if early is not None:
@@ -326,7 +324,7 @@ class AnthropicAPI:
         except AnthropicError as exc:
             return "errored", exc.payload()
         host = self._host
-        canonical = host.note_request(req.model, req.body)
+        canonical, digest = host.note_request(req.model, req.body)
         if fault is not None:
             host.stats.faults[fault] += 1
         n_prompt = prompt_tokens(req.chat)
@@ -342,7 +340,7 @@ class AnthropicAPI:
         use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
         payload, out = self._message(req, n_prompt, use, content, canonical)
         self._served(req, n_prompt, use, arrived, out, batch=True)
-        host.stats.ledger.bill(body_digest(req.body), req.model, "batch", (n_prompt, use.read, out))
+        host.stats.ledger.bill(digest, req.model, "batch", (n_prompt, use.read, out))
         return "succeeded", payload
 
 

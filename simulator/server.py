@@ -190,13 +190,15 @@ class Simulator:
         fault = self._faults.pick()
         return fault, self._faults.server_status() if fault == "server_error" else 0
 
-    def note_request(self, model: str, body: Mapping[str, Any]) -> bytes:
-        """Count a parsed request; its canonical body (a count above 1 in stats.bodies is a resend)."""
+    def note_request(self, model: str, body: Mapping[str, Any]) -> tuple[bytes, str]:
+        """Count a parsed request: its canonical body (a count above 1 in stats.bodies is a resend) and
+        the ledger's name for it, which its bill reuses."""
         self._stats.by_model[model] += 1
         canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
         self._stats.bodies[hashlib.sha256(canonical).hexdigest()] += 1
-        self._stats.ledger.receive(body_digest(body), model)
-        return canonical
+        digest = body_digest(body)
+        self._stats.ledger.receive(digest, model)
+        return canonical, digest
 
     async def wait_latency(self, model: str, canonical: bytes) -> None:
         self._stats.enter_model(model)
@@ -291,8 +293,7 @@ class Simulator:
         except _BadRequest as exc:
             return self._json(400, error_body(str(exc), "invalid_request_error"))
         stats = self._stats
-        canonical = self.note_request(model, body)
-        digest = body_digest(body)
+        canonical, digest = self.note_request(model, body)
         config = self._config
         fault, error_status = self.draw_fault()
         n_prompt = prompt_tokens(messages)
@@ -441,7 +442,7 @@ class Simulator:
             body, model, messages, max_tokens = _parse_request(raw)
         except _BadRequest as exc:
             return 400, error_body(str(exc), "invalid_request_error")
-        canonical = self.note_request(model, body)
+        canonical, digest = self.note_request(model, body)
         if fault is not None:
             self._stats.faults[fault] += 1
         if fault == "server_error":
@@ -451,7 +452,7 @@ class Simulator:
         content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
-        self._bill(body_digest(body), model, "batch", (n_prompt, 0), payload, content)
+        self._bill(digest, model, "batch", (n_prompt, 0), payload, content)
         if content == "missing_usage":
             del payload["usage"]
         return 200, payload
