@@ -26,11 +26,11 @@ from ifsweep.runner.store.intents import INTENT, WriterSpend, run_spend
 from ifsweep.runner.store.keys import verdict_slot
 from ifsweep.runner.store.manifest import planned_instances
 from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards
-from ifsweep.runner.watch.board import Board, natural_key
+from ifsweep.runner.watch.board import Board, Limits, Pace, natural_key
 from ifsweep.runner.watch.eta import Outlook
 from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
 from ifsweep.runner.watch.pace import RATE_WINDOW_S
-from ifsweep.runner.watch.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
+from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
 from ifsweep.runner.watch.workload import Tally, Use
 
 __all__ = [
