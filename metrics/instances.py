@@ -132,18 +132,15 @@ _HALF = 2**32  # a categorical code is 32 bits: the model's code above, the inst
 
 def _decoded(inst: pl.DataFrame, ids: pl.Categorical) -> pl.DataFrame:
     """`inst` with its `_key` turned back into model and instance_id, categoricals of `ids`."""
-    names = ids.categories.to_series().cast(ids)
-    # Codes are handed out densely from 0 in one query on categories no other query sees; were one
-    # ever left unnamed, every instance after it would take its neighbour's name.
-    dense = pl.int_range(names.len(), dtype=pl.UInt32, eager=True)
-    if not names.to_physical().equals(dense, check_names=False):
-        raise RuntimeError("per_instance: the categorical codes of the instance keys are not dense")
+    names = ids.categories.to_series().cast(ids)  # position i: the category whose code is i
     key = inst.get_column("_key")
-    return inst.select(
-        names.gather(key // _HALF).alias("model"),
-        names.gather(key % _HALF).alias("instance_id"),
-        pl.exclude("_key"),
-    )
+    codes = {"model": key // _HALF, "instance_id": key % _HALF}
+    decoded = {name: names.gather(code).alias(name) for name, code in codes.items()}
+    # Each code must come back as itself: a code whose string was not yet readable (Polars reserves
+    # codes before it names them, for queries that run concurrently) would be given another name.
+    if any((decoded[name].to_physical() != codes[name]).any() for name in codes):
+        raise RuntimeError("per_instance: an instance key's categorical code has no name")
+    return inst.select(*decoded.values(), pl.exclude("_key"))
 
 
 _TWICE = ["_rows", "_bits"]
