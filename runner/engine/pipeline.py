@@ -104,9 +104,8 @@ class Counters(JudgeCounters):
     judge_output_tokens: int = 0
     latency_s: float = 0.0
     judge_latency_s: float = 0.0
-    # Prompt tokens the judge's provider served from its prefix cache, and the dollars that saved.
-    judge_cached_tokens: int = 0
-    cache_saved_usd: float = 0.0
+    # Cached prompt tokens and the dollars they saved are not kept here: summary.json and `ifsweep
+    # status` take them from the stored records (runner/watch/outcomes.py, SpendTally).
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,7 +385,6 @@ class Pipeline:
             c.input_tokens += completion.input_tokens
             c.output_tokens += completion.output_tokens
             c.latency_s += completion.latency_s
-            c.cache_saved_usd += completion.cache_saved_usd
             return gen
 
         return await self._once(key, fetch)
@@ -560,8 +558,6 @@ def _count_judge_call(c: Counters, jc: JudgeCounters, completion: Completion) ->
     c.judge_input_tokens += completion.input_tokens
     c.judge_output_tokens += completion.output_tokens
     c.judge_latency_s += completion.latency_s
-    c.judge_cached_tokens += completion.cached_tokens
-    c.cache_saved_usd += completion.cache_saved_usd
     jc.calls += 1
     jc.input_tokens += completion.input_tokens
     jc.output_tokens += completion.output_tokens
