@@ -483,9 +483,7 @@ class Pipeline:
             "ask": ask,
             "parse": None,
         }
-        _count_judge_call(
-            call.c, self.judge_counters.setdefault(judge.spec.label, JudgeCounters()), completion
-        )
+        _count_judge_call(call.c, self.judge_counters, judge.spec.label, completion)
         if rec["status"] != "error":
             outcome = job.bench.parse(
                 call.inst, call.task, call.turn_idx, rec.get("text") or "", job.cfg.scoring
@@ -555,8 +553,15 @@ def _verdict_rows(
     return rows, status
 
 
-def _count_judge_call(c: Counters, jc: JudgeCounters, completion: Completion) -> None:
+def _count_judge_call(
+    c: Counters, by_judge: dict[str, JudgeCounters], judge: str, completion: Completion
+) -> None:
+    """A judge call counts for the pair's (model, benchmark) and for the judge (no throwaway
+    JudgeCounters per call: this runs on every judge call)."""
     c.judge.add(completion)
+    jc = by_judge.get(judge)
+    if jc is None:
+        jc = by_judge[judge] = JudgeCounters()
     jc.add(completion)
 
 
