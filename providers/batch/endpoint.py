@@ -33,7 +33,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from ifsweep.providers.batch.clients import BatchClient, BatchInfo
+from ifsweep.providers.batch.clients import BatchClient, BatchInfo, created_for, maybe_created_for
 from ifsweep.providers.budget import Budget, Reservation
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import (
@@ -367,7 +367,7 @@ class BatchEndpoint:
             if not isinstance(batch_id, str):
                 # Written before a create whose answer never came back: did it happen?
                 try:
-                    found = await self._find_created(intent, file_id)
+                    found = await self._find_created(intent, rec)
                 except _OpFailed as failed:
                     raise RuntimeError(
                         f"{self.spec.label}: cannot tell whether the batch of input file {file_id} was "
@@ -406,12 +406,17 @@ class BatchEndpoint:
             if rec.get("adopted"):
                 self._adopted.add(k)
 
-    async def _find_created(self, intent: str, file_id: str) -> BatchInfo | None:
-        listed: list[BatchInfo] = await self._op(lambda: self.client().listing())
-        for info in listed:
-            if info.input_file_id == file_id or info.metadata.get("ifsweep_intent") == intent:
-                return info
-        return None
+    async def _find_created(self, intent: str, facts: Mapping[str, Any]) -> BatchInfo | None:
+        """The batch a create whose answer never came back made, if it made one: by its input file or
+        metadata where the provider's batches carry them, else (Anthropic) perhaps by its size and time."""
+        client = self.client()
+        listed: list[BatchInfo] = await self._op(lambda: client.listing())
+        found = created_for(listed, intent, str(facts.get("input_file_id")))
+        if found is not None or client.names_batches:
+            return found
+        known = {str(r["batch_id"]) for r in self._journal.batches() if r.get("batch_id")}
+        since = float(facts.get("submitted_at") or 0.0)
+        return maybe_created_for(listed, len(facts.get("custom_ids") or ()), since, known)
 
     def _track(self, intent: str, batch_id: str, facts: Mapping[str, Any]) -> None:
         p = self.policy
@@ -477,7 +482,7 @@ class BatchEndpoint:
             info = await self._op(lambda: self.client().create(file_id, {"ifsweep_intent": intent}))
         except _OpFailed as failed:
             # Perhaps created after all (the answer was lost): look before giving up on it.
-            found = await self._maybe(lambda: self._find_created(intent, file_id))
+            found = await self._maybe(lambda: self._find_created(intent, base))
             if found is None:
                 self._journal.append(self._record(intent, "closed", base, reason=failed.message))
                 for c in calls:
