@@ -250,12 +250,9 @@ class Pipeline:
         if len(todo) == 1:
             await judge_one(0, *todo[0])
         else:
-            try:
-                async with anyio.create_task_group() as tg:
-                    for i, (judge, ref) in enumerate(todo):
-                        tg.start_soon(judge_one, i, judge, ref)
-            except BaseExceptionGroup as group:
-                raise _budget_only(group) or group from None
+            await _together(
+                [functools.partial(judge_one, i, judge, ref) for i, (judge, ref) in enumerate(todo)]
+            )
         if "skipped" in found:
             return "skipped"  # a judge's own cap ran out: the pair is not finished (summary says why)
         if kept_error or "error" in found:
@@ -332,19 +329,14 @@ class Pipeline:
             results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
 
         try:
-            async with anyio.create_task_group() as tg:
-                for i, task in enumerate(tasks):
-                    tg.start_soon(run_task, i, task)
-        except BaseExceptionGroup as group:
-            # The budget running out under one judge task is the scheduler's signal to stop
-            # dispatching, not a failure: hand it on unwrapped, as a single call would.
-            exhausted = _budget_only(group)
-            if exhausted is not None and exhausted.scope == judge.spec.label:
+            await _together([functools.partial(run_task, i, task) for i, task in enumerate(tasks)])
+        except BudgetExhausted as exhausted:
+            if exhausted.scope == judge.spec.label:
                 self.exhausted_judges.add(judge.spec.label)
                 if all(j.spec.label in self.exhausted_judges for j in self.judges):
-                    raise exhausted from None
+                    raise
                 return None
-            raise exhausted or group from None
+            raise
         if any(r is None for r in results):
             # A cut-off turn is no verdict (the resume judges it): end as the cancellation it was.
             raise anyio.get_cancelled_exc_class()(f"judge {judge.spec.label}: turns cut off")
@@ -573,15 +565,25 @@ def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[in
     return hints_for(prompts, f"{judge.spec.model}@{judge.spec.api_base}")
 
 
-def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | None:
-    """The first BudgetExhausted when that is all `group` holds, else None."""
-    rest = group.subgroup(lambda e: not isinstance(e, BudgetExhausted | BaseExceptionGroup))
-    if rest is not None:
-        return None
-    found: BaseException | None = group.subgroup(BudgetExhausted)
-    while isinstance(found, BaseExceptionGroup):
-        found = found.exceptions[0]
-    return found if isinstance(found, BudgetExhausted) else None
+async def _together(calls: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Run `calls` at once. The budget running out under one is the scheduler's signal to stop
+    dispatching, not a failure: the others run to their end (a call of theirs already sent may have
+    been billed; cancelled, its answer would be lost and bought again by the next run: chaos seed
+    2009), then the first BudgetExhausted is raised, unwrapped, as a single call would raise it. Any
+    other exception cancels the rest and comes out of the task group as it did."""
+    exhausted: list[BudgetExhausted] = []
+
+    async def run(call: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await call()
+        except BudgetExhausted as e:
+            exhausted.append(e)
+
+    async with anyio.create_task_group() as tg:
+        for call in calls:
+            tg.start_soon(run, call)
+    if exhausted:
+        raise exhausted[0]
 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
