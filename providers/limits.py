@@ -354,7 +354,8 @@ class EndpointLimiter:
     @property
     def congested(self) -> bool:
         """More calls would only queue here: some already wait to be admitted, or a back-off holds all."""
-        return self.waiting > 0 or self.pause_left_s() > 0
+        # paused_until stays 0 until a first pause: a sweep never paused reads no clock here.
+        return self.waiting > 0 or (self.paused_until > 0 and self.pause_left_s() > 0)
 
     def release(self, admission: Admission, *, used_tokens: int | None, ok: bool) -> None:
         """Free the slot. `used_tokens` None means unknown (the call may have run): keep the reservation."""

@@ -511,6 +511,10 @@ class RunStore:
             end = 0
         raw = binascii.unhexlify(record["key"])
         self._index.put(raw, self._cur_no, end, len(line), record.get("status") == "error")
+        if self.write_through and not self._buf and self._write_line(line, end):
+            if self.on_append is not None:
+                self.on_append(record)
+            return
         if not self._buf:
             self._first_append = time.monotonic()
             if self._wake is not None:
@@ -536,6 +540,26 @@ class RunStore:
         self.append(record)
         if not self.write_through:
             self._write_now()
+
+    def _write_line(self, line: bytes, end: int) -> bool:
+        """Write-through with nothing buffered: `line` straight to the kernel at `end`, without taking
+        it through the buffer and a batch. False when it did not go whole: the line is then buffered
+        and written again the usual way, which reports the error and keeps the shard whole."""
+        with self._io_lock:
+            if end != self._disk_end:
+                return False
+            try:
+                done = os.pwrite(self._cur_fd, line, end)
+                while done < len(line):
+                    done += os.pwrite(self._cur_fd, memoryview(line)[done:], end + done)
+            except OSError:
+                return False
+            self._disk_end = self._buf_base = end + len(line)
+        if not self._unsynced:
+            self._unsynced = True
+            if self._wake is not None:
+                self._wake.set()
+        return True
 
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""
