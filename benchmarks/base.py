@@ -100,22 +100,6 @@ class Benchmark(Protocol):
         rule-only benchmark always answers None)."""
 
 
-class SupportsImport(Protocol):
-    """Benchmarks whose reference tools' output files `ifsweep import` can read."""
-
-    def read_reference_outputs(
-        self,
-        paths: list[Path],
-        data_dir: Path | None,
-        options: Mapping[str, Any],
-        *,
-        mode: ScoringMode = "paper",
-    ) -> Iterator[ImportedResult]:
-        """Each stored (model, instance, response, judge replies). Raises DataError on a bad file.
-        `mode` is the scoring the import is for: where the reference reads its files by rules of its
-        own (EIFBench), reference mode follows them."""
-
-
 class BenchmarkBase:
     """What every benchmark laid out as a package shares; the built-in ones and a plugin subclass it.
 
@@ -161,6 +145,10 @@ class BenchmarkBase:
         *,
         mode: ScoringMode = "paper",
     ) -> Iterator[ImportedResult]:
+        """Each stored (model, instance, response, judge replies) of the reference tools' output files
+        (`ifsweep import`; a benchmark without this method cannot import). Raises DataError on a bad
+        file. `mode` is the scoring the import is for: where the reference reads its files by rules of
+        its own (EIFBench), reference mode follows them."""
         self.validate_options(options)
         try:
             reader = self._part("_import").read_reference_outputs

@@ -222,10 +222,26 @@ class Budget:
         self.worst_case_usd += min(worst_case_usd, charged)
         if self._shared is not None:
             self._shared.settle(reservation.tokens, (SWEEP_SCOPE, *reservation.labels), charged)
+        self._wake()
+        return actual_usd - charged
+
+    def charge(self, labels: Sequence[str], usd: float, *, worst_case_usd: float = 0.0) -> None:
+        """Record `usd` the provider billed without a hold of ours to settle: all of it, past a cap too
+        (a batch found open at start was committed by an earlier run; a cap can refuse it nothing, and
+        a spend that left it out would let the next calls pass the cap). `worst_case_usd` as in settle."""
+        if usd < 0:
+            raise ValueError(f"a call cannot cost {usd} < 0")
+        for scope in (self._sweep, *(self._labels.setdefault(label, _Scope(None)) for label in labels)):
+            scope.spent_usd += usd
+        self.worst_case_usd += min(worst_case_usd, usd)
+        if self._shared is not None:
+            self._shared.settle((), (SWEEP_SCOPE, *labels), usd)  # no hold: the ledger takes it whole
+        self._wake()
+
+    def _wake(self) -> None:
         if self._settled is not None:
             self._settled.set()
             self._settled = None
-        return actual_usd - charged
 
 
 def _check_cap(name: str, max_usd: float | None, spent_usd: float) -> None:

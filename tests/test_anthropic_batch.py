@@ -400,3 +400,68 @@ def test_results_lines_read_as_the_endpoints_output_lines() -> None:
         == 529
     )
     assert output_line(b"not json") == b"not json"  # the endpoint reports it and sends its keys again
+
+
+def resumed_call_with_intent(sim: SimulatorThread, created: list[str]) -> tuple[Any, list[dict[str, Any]]]:
+    """A pool whose journal holds an intent for key "k1" with no batch id (the create's answer never
+    reached the journal), while the provider holds a batch created after it for each custom id in
+    `created`: one batch-mode call for "k1", and the journal's records."""
+    from ifsweep.providers.batch.endpoint import MemoryJournal
+    from ifsweep.providers.budget import Budget
+    from ifsweep.providers.pool import ProviderPool
+    from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
+
+    policy = BatchPolicy(max_age_s=0.05, poll_s=0.05, poll_max_s=0.1)
+    spec = EndpointSpec(
+        "j", CLAUDE, api_base=sim.root_url, params={"max_tokens": 64}, price=Price(3.0, 15.0), batch=policy
+    )
+    journal = MemoryJournal()
+    intent = {"kind": "batch", "key": "i1", "state": "intent", "endpoint": "j", "model": CLAUDE}
+    journal.append(intent | {"custom_ids": ["k1"], "input_file_id": "inline-lost", "reserved_usd": 0.01})
+    journal.records[0]["submitted_at"] = anyio.run(_now)
+
+    async def go() -> Any:
+        async with aiohttp.ClientSession() as session:
+            client = AnthropicBatchClient(session, sim.root_url, "sk-ant-test")
+            for custom_id in created:
+                await client.create(await client.upload(line(custom_id, "say something") + b"\n"), {})
+        async with ProviderPool(budget=Budget(None), journal=journal) as pool:
+            endpoint = pool.caller(spec)
+            async with anyio.create_task_group() as tg:
+                await tg.start(pool.run_batches)
+                with anyio.fail_after(30):
+                    done = await endpoint.complete([{"role": "user", "content": "say something"}], key="k1")
+                tg.cancel_scope.cancel()
+        return done
+
+    return anyio.run(go), journal.records
+
+
+async def _now() -> float:
+    import time
+
+    return time.time()
+
+
+def test_a_batch_whose_create_answer_was_lost_is_collected_not_created_again() -> None:
+    """A kill between Anthropic's create and the journal's `submitted` record: a Message Batch carries
+    no metadata and no input file to find it by, so it was taken for never created and its requests
+    were bought again. It is found by its size and time and collected; nothing is sent again."""
+    with SimulatorThread(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2))) as sim:
+        done, records = resumed_call_with_intent(sim, ["k1"])
+        created, requests = sim.stats.batches_created, dict(sim.stats.batch_requests)
+    assert done.status != "error" and done.text  # the killed process's request, answered
+    assert created == 1 and requests == {"k1": 1}
+    assert [r["batch_id"] for r in records if r["key"] == "i1" and r["state"] == "submitted"] == [
+        "msgbatch_sim000001"
+    ]
+
+
+def test_a_batch_found_only_perhaps_that_holds_other_requests_sends_its_own_again() -> None:
+    """The batch of the same size created since the intent is another's (its results name other custom
+    ids): once it ends, the intent's requests, which it did not hold, go in a batch of their own."""
+    with SimulatorThread(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2))) as sim:
+        done, _ = resumed_call_with_intent(sim, ["other"])
+        created, requests = sim.stats.batches_created, dict(sim.stats.batch_requests)
+    assert done.status == "ok" and done.text
+    assert created == 2 and requests == {"other": 1, "k1": 1}

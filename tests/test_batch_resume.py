@@ -244,9 +244,9 @@ def test_cancel_looks_up_a_batch_whose_creation_was_never_recorded(
     assert Counter(sim.stats.batch_requests) == before
 
 
-def unasked_batch_spend(sim: SimulatorThread, adopted: bool) -> float:
+def unasked_batch_spend(sim: SimulatorThread, adopted: bool, cap: float | None = None) -> float:
     """A pool whose journal holds one submitted batch (2 requests, finished at the simulator) that
-    nobody asks for: what the budget counts for it once the driver stops."""
+    nobody asks for: what the budget (capped at `cap`) counts for it once the driver stops."""
     import aiohttp
     import anyio
     import orjson
@@ -289,7 +289,7 @@ def unasked_batch_spend(sim: SimulatorThread, adopted: bool) -> float:
             "reserved_usd": 0.002,
         }
         journal.append(record | ({"adopted": True} if adopted else {}))
-        budget = Budget(None)
+        budget = Budget(cap)
         async with ProviderPool(budget=budget, journal=journal) as pool:
             endpoint = pool.caller(spec)
             async with anyio.create_task_group() as tg:
@@ -311,6 +311,55 @@ def test_results_of_another_writers_batch_nobody_asked_for_are_not_charged_here(
     unasked results it charges at their cost, as before."""
     assert unasked_batch_spend(sim, adopted=False) > 0
     assert unasked_batch_spend(sim, adopted=True) == 0.0
+
+
+def billed_usd(sim: SimulatorThread) -> float:
+    """What the simulator billed (its own ledger) at PRICE, the Batch API at half."""
+    return sum(
+        (b.prompt_tokens * 1.0 + b.completion_tokens * 4.0) / 1e6 * (0.5 if b.via == "batch" else 1.0)
+        for b in sim.stats.ledger.bills
+    )
+
+
+def test_a_batch_found_open_with_no_room_under_the_cap_is_charged_all_the_same(sim: SimulatorThread) -> None:
+    """A batch an earlier run submitted is committed: a cap with no room left can refuse it nothing.
+    Before the fix its hold was refused and its bill counted nowhere, so the next calls could pass the
+    cap by as much."""
+    spent = unasked_batch_spend(sim, adopted=False, cap=1e-9)
+    assert spent > 0
+    assert spent == pytest.approx(billed_usd(sim), rel=1e-9)
+
+
+def test_the_spend_of_a_resume_covers_the_bill_of_the_batch_a_kill_left_open(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """Chaos seed 7065: a run under a cap killed with its model's batch open; the resume collects it.
+    The resume held each of the batch's requests an equal share of the batch's reservation and settled
+    none above it, so a request dearer than the average was under-counted: summary.json reported less
+    than the simulator billed. Now each request holds its own worst case (in the journal) and its whole
+    bill is recorded."""
+    cfg, run_dir = tmp_path / "b.toml", tmp_path / "run"
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=3600)))
+    # Prompts of very different lengths (FollowBench's short ones, EIFBench's long ones) in one batch,
+    # with short answers cut at max_tokens: each request costs about its own worst case, and a long
+    # prompt far more than the batch's average.
+    extra = f"{PRICE}\nbatch = {{ {FAST} }}"
+    text = toml_config(
+        run_dir, sim.base_url, models=("alpha",), bench=("followbench", "eifbench"), limit=3,
+        extra_model=extra, extra_run="max_usd = 5.0",
+    )  # fmt: skip
+    judge = 'model = "openai/sim-judge"'
+    cfg.write_text(text.replace("max_tokens = 128", "max_tokens = 8").replace(judge, f"{judge}\n{PRICE}"))
+    proc = child(cfg)
+    try:
+        wait_for_states(run_dir, proc, "submitted")
+    finally:
+        kill_9(proc)
+    assert open_requests(run_dir) > 1
+
+    sim.set_config(SimConfig(seed=7, batch=BatchSettings(delay_s=0.2)))
+    assert main(["run", str(cfg)]) == 0
+    assert summary(run_dir)["spent_usd"] == pytest.approx(billed_usd(sim), rel=1e-6)
 
 
 def test_a_transient_error_line_is_sent_again_in_the_run_whatever_earlier_runs_tried(

@@ -29,7 +29,8 @@ sys.path.insert(0, str(PERF))
 
 from _chaos import checks, records  # noqa: E402
 from _chaos.ledger import fetch  # noqa: E402
-from _chaos.procs import Proc  # noqa: E402
+from _chaos.play import Round, ending_checks  # noqa: E402
+from _chaos.procs import Proc, start_run  # noqa: E402
 from _chaos.scenario import draw  # noqa: E402
 from _chaos.shrink import shrink  # noqa: E402
 from _chaos.sweepfile import Stage, served  # noqa: E402
@@ -247,6 +248,29 @@ def test_an_exit_code_its_summary_contradicts_is_a_violation() -> None:
     ]
     assert checks.exit_truthful(p, {"status": "complete", "complete": True}, False) == [
         "I4: plain run exited 0 (complete) but the records lack or differ in planned verdicts"
+    ]
+
+
+def test_two_plain_runs_one_after_the_other_are_each_held_to_their_own_ending(tmp_path: Path) -> None:
+    """Chaos seed 7033: the second plain run of an overlap round took the lock once the first had
+    ended (failed: pairs in error) and finished the sweep, rewriting summary.json as complete; the
+    round's check read that summary as the first run's and reported its exit 1 as a contradiction.
+    Each run is now held to the ending it printed; a run whose exit code contradicts it still is one."""
+    run_dir, cfg = tmp_path / "run", tmp_path / "s.toml"
+    with SimulatorThread(SimConfig(seed=1, faults=FaultRates(context_length=1.0))) as sim:
+        cfg.write_text(toml_config(run_dir, sim.base_url, bench=("cfbench",), models=("m1",), limit=1))
+        first = start_run(cfg, "sk-chaos-test")
+        first.finish()
+        sim.set_config(SimConfig(seed=1))
+        second = start_run(cfg, "sk-chaos-test")
+        second.finish()
+    assert (first.code, second.code) == (1, 0), first.err + second.err
+    assert (records.summary(run_dir, None) or {}).get("status") == "complete"  # the second run's
+    rnd = Round(Stage(judges=("judge",)), overlap=True)
+    assert ending_checks(rnd, [first, second], run_dir, complete=True) == []
+    first.err = first.err.replace("[ifsweep] failed:", "[ifsweep] complete:")
+    assert ending_checks(rnd, [first, second], run_dir, complete=True) == [
+        "I4: plain run exited 1 but printed that it ended complete"
     ]
 
 

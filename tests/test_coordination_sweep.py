@@ -256,6 +256,43 @@ def test_a_redis_restart_pauses_the_sweep_and_counts_nothing_twice(tmp_path: Pat
     assert shared["spent"] == {"sweep": pytest.approx(report.spent_usd), "m": pytest.approx(report.spent_usd)}
 
 
+def test_a_partition_with_calls_in_flight_and_none_settled_when_redis_returns_empty_publishes_no_worst_case(
+    tmp_path: Path,
+) -> None:
+    """Redis comes back empty while a partition's first calls are all in flight: it rebuilds the ledger
+    from the shards, which hold those calls as open intents at their worst case. Its own entry is its
+    own account (nothing settled yet), not those intents: published, they stayed in the ledger, merged
+    by maximum, above what the calls then cost (the Redis restart test caught it when one partition
+    started late)."""
+    data = followbench_copies(tmp_path, 8)  # 40 calls, about 10 a partition: all in flight at once
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        with SimulatorThread(SimConfig(latency_ms=6000)) as sim:
+            cfg = config(
+                tmp_path, "run", sim.base_url, data, coordinator=f"{server.url}?lease_s=3",
+                run="max_usd = 100\nconcurrency = 32",
+            )  # fmt: skip
+            procs = start_partitions(cfg, range(0, 1))
+            while sim.stats.in_flight < 3:  # the calls are out, their intents written before them
+                assert procs[0].poll() is None, procs[0].communicate()[1].decode()
+                time.sleep(0.01)
+            server.restart(down_s=0.5)
+            restarted_before_any_answer = not any(
+                True for _ in scan_shards(tmp_path / "run", kinds=("generation",))
+            )
+            assert restarted_before_any_answer, (
+                "the calls ended before Redis came back: the test did not test"
+            )
+            assert finish(procs) == [0]
+        shared = ledger(server.url, tmp_path / "run")
+    finally:
+        server.stop()
+    report = status_report(tmp_path / "run")
+    assert report.worst_case_usd == 0 and report.spent_usd > 0
+    assert shared["spent"] == {"sweep": pytest.approx(report.spent_usd), "m": pytest.approx(report.spent_usd)}
+
+
 def intents_of(run_dir: Path, writer: str) -> int:
     writers = [w for w, _, _ in shard_files(run_dir)]
     return sum(writers[sl.file_no] == writer for sl in scan_shards(run_dir, kinds=("intent",)))

@@ -281,7 +281,13 @@ def test_live_eta_is_unknown_until_a_pace_then_follows_the_limits() -> None:
     assert board.totals.eta_s == pytest.approx(100, abs=1.5)
     assert board.totals.calls_per_s == pytest.approx(1.0)
     (row,) = board.rows
-    assert (row.label, row.held_by, row.calls, row.calls_per_min, row.rpm_limit) == ("a", "rpm", 20, 60, 60)
+    assert (row.label, row.held_by, row.calls, row.pace.calls_per_min, row.limits.rpm) == (
+        "a",
+        "rpm",
+        20,
+        60,
+        60,
+    )
 
 
 FIRST_WALK = """

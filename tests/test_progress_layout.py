@@ -25,6 +25,8 @@ from ifsweep.runner.watch.board import (
     PLAIN_WIDTH,
     Board,
     EndpointRow,
+    Limits,
+    Pace,
     Totals,
     fit,
     natural_key,
@@ -169,7 +171,7 @@ def test_live_table_fits_the_terminal(tmp_path: Path, models: int) -> None:
 def row(
     label: str, eta: float | None, held_by: str = "", errors: int = 0, role: str = "model"
 ) -> EndpointRow:
-    return EndpointRow(label, role, 10, 20.0, 60, 60, errors=errors, eta_s=eta, held_by=held_by)
+    return EndpointRow(label, role, 10, 20.0, Pace(60), Limits(60, errors=errors), eta_s=eta, held_by=held_by)
 
 
 def test_what_holds_the_sweep_back_comes_first_then_natural_order() -> None:
@@ -192,7 +194,7 @@ def test_fit_keeps_the_slowest_the_failing_and_the_judge_and_sums_the_rest() -> 
     rows = list(ordered([*rows, row("judge", 10.0, role="judge")]))
     shown, rest = fit(rows, 10)
     assert [r.label for r in shown] == ["m1", "m2", "m3", "m4", "m5", "m6", "m30", "m31", "judge"]
-    assert rest is not None and rest.label == "+32 more" and rest.calls == 320 and rest.errors == 0
+    assert rest is not None and rest.label == "+32 more" and rest.calls == 320 and rest.limits.errors == 0
     assert fit(rows[:5], 10) == (list(rows[:5]), None)
 
 

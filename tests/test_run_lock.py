@@ -137,3 +137,43 @@ def test_two_library_sweeps_on_one_directory_in_one_process(tmp_path: Path, sim:
     anyio.run(both)
     assert refusal and f"'main' (pid {os.getpid()} on {socket.gethostname()}" in refusal[0]
     assert not (run_dir / "shards" / "p0of2.lock").exists()
+
+
+def test_an_import_is_refused_beside_a_running_sweep_and_writes_nothing(
+    tmp_path: Path, sim: SimulatorThread
+) -> None:
+    """`ifsweep import` into a directory a sweep writes now: the sweep may be judging the very pairs the
+    import replays, two current verdicts of one slot. It is refused like a second run, naming it."""
+    from ifsweep import benchmarks
+
+    cfg, run_dir = tmp_path / "s.toml", tmp_path / "run"
+    cfg.write_text(toml_config(run_dir, sim.base_url, limit=4))
+    data = benchmarks.get("infobench").fixture_dir() / "InfoBench.json"
+    entries = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
+    outputs = tmp_path / "m_DecomposeEval.json"
+    outputs.write_text(
+        "".join(
+            json.dumps({**e, "output": "an answer", "eval": [True] * len(e["decomposed_questions"])}) + "\n"
+            for e in entries
+        )
+    )
+    first = start(cfg)
+    try:
+        holding(run_dir, "main", first)
+        before = shard_sizes(run_dir)
+        imp = subprocess.run(
+            [
+                *(sys.executable, "-m", "ifsweep.runner.commands.cli", "import", "infobench", str(outputs)),
+                *("--out", str(run_dir), "--scoring", "reference", "--data", str(data.parent)),
+            ],
+            capture_output=True,
+            timeout=120,
+        )
+        err = imp.stderr.decode()
+        assert imp.returncode == 2, err
+        assert "An import cannot run beside it" in err and f"'main' (pid {first.pid}" in err
+        assert not (run_dir / "shards" / "import.lock").exists()
+        assert shard_sizes(run_dir).keys() == before.keys()  # no import shard
+        assert first.poll() is None  # the sweep goes on
+    finally:
+        stop(first)

@@ -255,7 +255,7 @@ def test_backoff_events_reach_the_progress_state() -> None:
     state.endpoints["a"] = endpoints[0].stats
     state.on_event(ProviderEvent("rate_limited", "openai/sim-a", "429 from openai/sim-a: waiting 3.2 s", 3.2))
     (row,) = state.board().rows
-    assert row.waits == "waiting 3.2 s" and row.rate_limited == sim.stats.status_counts[429]
+    assert row.waits == "waiting 3.2 s" and row.limits.rate_limited == sim.stats.status_counts[429]
     line = plain_line(state.board())
     assert line.startswith("[ifsweep] pairs 0/4 0% | calls 0/? | - calls/s"), line
     assert "$0.00/$1.00" in line and "|| a waiting 3.2 s unknown" in line, line

@@ -6,7 +6,7 @@ import polars as pl
 
 from ifsweep.metrics.catalog import Catalog, Chart
 from ifsweep.metrics.leaderboard import leaderboard
-from ifsweep.metrics.render.svg import Point, bar_chart, esc, heatmap, line_chart
+from ifsweep.metrics.render.svg import Grid, Point, bar_chart, esc, heatmap, line_chart
 
 
 def slice_values(metrics: pl.DataFrame, bench: str, metric: str, prefix: str) -> dict[tuple[str, str], Point]:
@@ -48,7 +48,7 @@ def _bars(metrics: pl.DataFrame, catalog: Catalog, bench: str, chart: Chart) -> 
         vals = slice_values(metrics, bench, metric, chart.prefix)
         groups = sorted({g for _, g in vals})
         if vals:
-            svg = bar_chart(chart.title_of(metric), models, groups, vals, width=640)
+            svg = bar_chart(Grid(chart.title_of(metric), models, groups, vals), width=640)
             caption = f"{metric} by {chart.axis}"
             figures.append(f"<figure><figcaption>{esc(caption)}</figcaption>{svg}</figure>")
     if not figures:
@@ -62,7 +62,7 @@ def _heatmap(metrics: pl.DataFrame, catalog: Catalog, bench: str, chart: Chart) 
     if not vals:
         return f'<p class="note">No {esc(catalog.display(bench))} results by {esc(chart.axis)}.</p>'
     cols = sorted({c for _, c in vals})
-    return heatmap(chart.title_of(metric), _ranked_models(metrics, catalog, bench), cols, vals)
+    return heatmap(Grid(chart.title_of(metric), _ranked_models(metrics, catalog, bench), cols, vals))
 
 
 _DRAW = {"line": _line, "bars": _bars, "heatmap": _heatmap}

@@ -11,7 +11,7 @@ import polars as pl
 from ifsweep.metrics.catalog import Catalog
 from ifsweep.metrics.leaderboard import benchmarks_in, fmt_interval, fmt_value, header, leaderboard
 from ifsweep.metrics.render import charts
-from ifsweep.metrics.render.svg import Point, esc, heatmap, scatter
+from ifsweep.metrics.render.svg import Grid, Point, esc, heatmap, scatter
 
 if TYPE_CHECKING:
     from ifsweep.metrics.agreement import Agreement
@@ -222,9 +222,8 @@ def _kappa_figures(panel: Agreement, catalog: Catalog) -> list[str]:
                 )
                 if kappa is not None:
                     values[(a, b)] = Point(kappa, kappa, str(units) if a != b else "-")
-        chart = heatmap(
-            f"{catalog.display(bench)}: Cohen's kappa", judges, judges, values, fmt="{:.2f}", tip_fmt="{:.3f}"
-        )
+        grid = Grid(f"{catalog.display(bench)}: Cohen's kappa", judges, judges, values)
+        chart = heatmap(grid, fmt="{:.2f}", tip_fmt="{:.3f}")
         figures.append(f"<figure><figcaption>{esc(catalog.display(bench))}</figcaption>{chart}</figure>")
     return figures
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 PALETTE: tuple[str, ...] = (
@@ -148,22 +148,29 @@ def _row_label(row: str, x: float, y: float) -> str:
     )
 
 
-def _drawn(values: Mapping[tuple[str, str], Point], row: str, col: str) -> Point | None:
-    """The point of (row, col) when there is one to draw (not missing, not NaN)."""
-    p = values.get((row, col))
-    return None if p is None or math.isnan(p.x) else p
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """What a bar chart and a heatmap draw: a title, rows (models, top to bottom), columns (a band's
+    bars, or the heatmap's columns) and the point of each (row, column) that has one."""
+
+    title: str
+    rows: Sequence[str]
+    cols: Sequence[str]
+    values: Mapping[tuple[str, str], Point]
+
+    def cells(self, row: str) -> Iterator[tuple[int, str, Point]]:
+        """(column index, column, point) of each of `row`'s cells there is a point to draw for (not
+        missing, not NaN)."""
+        for c, col in enumerate(self.cols):
+            p = self.values.get((row, col))
+            if p is not None and not math.isnan(p.x):
+                yield c, col, p
 
 
-def bar_chart(
-    title: str,
-    rows: Sequence[str],
-    groups: Sequence[str],
-    values: Mapping[tuple[str, str], Point],
-    *,
-    width: int = 900,
-    x_max: float = 1.0,
-) -> str:
-    """Horizontal grouped bars: one band per row (model), one bar per group, whiskers for intervals."""
+def bar_chart(grid: Grid, *, width: int = 900, x_max: float = 1.0) -> str:
+    """Horizontal grouped bars: one band per row (model), one bar per column (group), whiskers for
+    intervals."""
+    rows, groups = grid.rows, grid.cols
     legend, legend_h = _legend(list(groups), 220, 20, width - 240)
     left, top, right = 220.0, 30.0 + legend_h, 60.0
     bar_h, gap = 11.0, 8.0
@@ -181,9 +188,7 @@ def bar_chart(
     for r, row in enumerate(rows):
         y0 = top + r * band
         body.append(_row_label(row, left - 8, y0 + band / 2))
-        for g, group in enumerate(groups):
-            if (p := _drawn(values, row, group)) is None:
-                continue
+        for g, group, p in grid.cells(row):
             y = y0 + g * bar_h
             bw = max(w * p.x / x_max, 0.5)
             tip = (
@@ -201,7 +206,7 @@ def bar_chart(
                     f'<line class="whisker" x1="{_fmt(left + w * p.lo / x_max)}" '
                     f'x2="{_fmt(left + w * p.hi / x_max)}" y1="{_fmt(yl)}" y2="{_fmt(yl)}"/>'
                 )
-    return _frame(width, height, title, body, "bars")
+    return _frame(width, height, grid.title, body, "bars")
 
 
 def _heat(v: float) -> str:
@@ -212,17 +217,10 @@ def _heat(v: float) -> str:
 
 
 def heatmap(
-    title: str,
-    rows: Sequence[str],
-    cols: Sequence[str],
-    values: Mapping[tuple[str, str], Point],
-    *,
-    cell_w: int = 74,
-    cell_h: int = 20,
-    fmt: str = "{:.0%}",
-    tip_fmt: str = "{:.1%}",
+    grid: Grid, *, cell_w: int = 74, cell_h: int = 20, fmt: str = "{:.0%}", tip_fmt: str = "{:.1%}"
 ) -> str:
     """Cells shaded by value in [0, 1] (clamped), labelled with `fmt`; a cell's title uses `tip_fmt`."""
+    rows, cols = grid.rows, grid.cols
     left, top = 220.0, 90.0
     width = int(left + cell_w * max(len(cols), 1) + 20)
     height = int(top + cell_h * len(rows) + 10)
@@ -237,9 +235,7 @@ def heatmap(
     for r, row in enumerate(rows):
         y = top + r * cell_h
         body.append(_row_label(row, left - 8, y + cell_h * 0.7))
-        for c, col in enumerate(cols):
-            if (p := _drawn(values, row, col)) is None:
-                continue
+        for c, col, p in grid.cells(row):
             x = left + c * cell_w
             text_fill = "#ffffff" if p.x > 0.55 else "#1b1e23"
             body.append(
@@ -251,7 +247,7 @@ def heatmap(
                 f"{esc(fmt.format(p.x))}</text>"
                 f"<title>{esc(f'{row} · {col}: {tip_fmt.format(p.x)} (n={p.label})')}</title></g>"
             )
-    return _frame(width, height, title, body, "heatmap")
+    return _frame(width, height, grid.title, body, "heatmap")
 
 
 def scatter(

@@ -4,6 +4,7 @@ that start with the invariant's name."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,9 @@ def exit_truthful(proc: Proc, summary: Mapping[str, Any] | None, records_complet
     """I4: the exit code, summary.json and the records agree. `records_complete` is whether the records
     hold every planned pair done (None when this process alone cannot tell, as for one partition)."""
     code, who = proc.code, proc.partition or "plain run"
-    out = []
-    if "Traceback (most recent call last)" in proc.err:
-        out.append(f"I4: {who} exited {code} with a traceback: {_traceback_tail(proc.err)}")
-    if code not in STATUS_OF_CODE:
-        return out if code == 2 else [*out, f"I4: {who} exited {code}: {proc.err.strip()[-300:]}"]
+    out, known = _exited(proc)
+    if not known:
+        return out
     if summary is None:
         return [*out, f"I4: {who} exited {code} and wrote no summary"]
     if summary.get("status") != STATUS_OF_CODE[code] or bool(summary.get("complete")) != (code == 0):
@@ -107,6 +106,37 @@ def exit_truthful(proc: Proc, summary: Mapping[str, Any] | None, records_complet
         out.append(f"I4: {who} exited 0 (complete) but the records lack or differ in planned verdicts")
     if records_complete and code == 1:
         out.append(f"I4: {who} exited 1 (failed) but every planned pair has its verdict")
+    return out
+
+
+def _exited(proc: Proc) -> tuple[list[str], bool]:
+    """A traceback, or an exit code that is no sweep status (2, a refusal, is no violation): the
+    violations, and whether the code names a status to check further."""
+    code, who = proc.code, proc.partition or "plain run"
+    out = []
+    if "Traceback (most recent call last)" in proc.err:
+        out.append(f"I4: {who} exited {code} with a traceback: {_traceback_tail(proc.err)}")
+    if code not in STATUS_OF_CODE:
+        return (out if code == 2 else [*out, f"I4: {who} exited {code}: {proc.err.strip()[-300:]}"]), False
+    return out, True
+
+
+# The line `ifsweep run` ends with, printed from the SweepResult its summary.json is written from.
+_ENDING = re.compile(r"^\[ifsweep\] (complete|failed|budget_exhausted|interrupted)\b", re.MULTILINE)
+
+
+def ending_printed(proc: Proc) -> list[str]:
+    """I4 for a run whose summary.json another run may have rewritten since: its exit code against
+    the ending it printed (the same record its summary was written from)."""
+    code, who = proc.code, proc.partition or "plain run"
+    out, known = _exited(proc)
+    if not known:
+        return out
+    said = _ENDING.findall(proc.err)
+    if not said:
+        return [*out, f"I4: {who} exited {code} and printed no ending"]
+    if said[-1] != STATUS_OF_CODE[code]:
+        out.append(f"I4: {who} exited {code} but printed that it ended {said[-1]}")
     return out
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -132,7 +133,18 @@ def message_batch_info(batch: Any, input_file_id: str | None = None) -> BatchInf
         failed=sum(counts.get(k, 0) for k in ("errored", "canceled", "expired")),
         metadata={},
         errors="",
+        created_at=_epoch(batch.get("created_at")),
     )
+
+
+def _epoch(text: Any) -> float | None:
+    """An RFC 3339 time (`2026-11-26T11:00:00.123Z`) as seconds since the epoch; None when it is none."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def output_line(result_line: bytes) -> bytes:
@@ -203,6 +215,8 @@ def chat_completion(message: Any) -> dict[str, Any]:
 
 class AnthropicBatchClient:
     """POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]], POST .../{id}/cancel."""
+
+    names_batches = False  # a Message Batch carries no metadata and no input file
 
     def __init__(self, session: aiohttp.ClientSession, api_base: str | None, api_key: str) -> None:
         self._session = session

@@ -37,13 +37,45 @@ class BatchInfo:
     failed: int
     metadata: Mapping[str, Any]
     errors: str  # why the whole batch failed, when it did
+    created_at: float | None = None  # the provider's clock, seconds since the epoch
 
     @property
     def over(self) -> bool:
         return self.status in TERMINAL
 
 
+# How far the provider's clock may lag ours when a batch is looked for by when it was created.
+CLOCK_SKEW_S = 600.0
+
+
+def created_for(listed: list[BatchInfo], intent: str, file_id: str) -> BatchInfo | None:
+    """The listed batch that names this intent or input file (OpenAI's batches carry both), if any."""
+    return next(
+        (i for i in listed if i.input_file_id == file_id or i.metadata.get("ifsweep_intent") == intent), None
+    )
+
+
+def maybe_created_for(
+    listed: list[BatchInfo], requests: int, since: float, known: set[str]
+) -> BatchInfo | None:
+    """For a provider whose batches carry neither (Anthropic's Message Batches): the batch of `requests`
+    requests created at or after `since` (the intent's time, less the clock skew) that no record of the
+    run knows, the earliest such. Only perhaps this intent's: its results say, by their custom ids, when
+    it ends, and the requests it turns out not to hold are sent again."""
+    cutoff = since - CLOCK_SKEW_S
+    candidates = [
+        i
+        for i in listed
+        if i.id not in known and i.total == requests and i.created_at is not None and i.created_at >= cutoff
+    ]
+    return min(candidates, key=lambda i: i.created_at or 0.0, default=None)
+
+
 class BatchClient(Protocol):
+    # Whether a listed batch names its input file or metadata (`created_for` finds it exactly); when not,
+    # a batch whose create answer was lost is found by `maybe_created_for`.
+    names_batches: bool
+
     async def upload(self, data: bytes) -> str: ...
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> BatchInfo: ...
     async def retrieve(self, batch_id: str) -> BatchInfo: ...
@@ -80,6 +112,7 @@ def batch_info(obj: Any) -> BatchInfo:
         failed=_int(counts.get("failed")),
         metadata=metadata if isinstance(metadata, dict) else {},
         errors=reasons,
+        created_at=float(created) if isinstance(created := body.get("created_at"), int | float) else None,
     )
 
 
@@ -101,6 +134,8 @@ def listed(body: Any, what: str, info: Callable[[Any], BatchInfo]) -> list[Batch
 
 class OpenAIBatchClient:
     """POST /files, POST /batches, GET /batches[/{id}], GET /files/{id}/content, POST /batches/{id}/cancel."""
+
+    names_batches = True
 
     def __init__(self, session: aiohttp.ClientSession, api_base: str, api_key: str) -> None:
         self._session = session
@@ -155,6 +190,8 @@ class OpenAIBatchClient:
 class LiteLLMBatchClient:
     """The same operations through litellm.acreate_file / acreate_batch / aretrieve_batch / alist_batches /
     afile_content / acancel_batch, for `custom_llm_provider` (anthropic, vertex_ai, openai, ...)."""
+
+    names_batches = True
 
     def __init__(self, provider: str, api_base: str | None, api_key: str | None) -> None:
         self._litellm = import_litellm()

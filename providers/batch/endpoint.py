@@ -22,7 +22,6 @@ the interactive path's.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import time
@@ -34,7 +33,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from ifsweep.providers.batch.clients import BatchClient, BatchInfo
+from ifsweep.providers.batch.clients import BatchClient, BatchInfo, created_for, maybe_created_for
 from ifsweep.providers.budget import Budget, Reservation
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import (
@@ -50,7 +49,7 @@ from ifsweep.providers.send.fast import Reply, parse_chat_body, reply_status
 from ifsweep.providers.send.retry import HttpStatusError, classify
 
 # What every record of a batch repeats (see BatchEndpoint._record).
-_CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "submitted_at")
+_CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "line_worst_usd", "submitted_at")
 # Transient failures of the Batch API's own calls (upload, create, poll, download) are retried this
 # often, with back-off from the policy's poll interval, before the requests involved fail.
 _OP_ATTEMPTS = 5
@@ -193,7 +192,8 @@ class BatchEndpoint:
         self._tries: dict[str, int] = {}  # key -> batches it has been in
         self._open: dict[str, _Open] = {}
         self._ended: dict[str, _Open] = {}  # over, not yet closed
-        self._resumed_holds: dict[str, Reservation] = {}
+        # Keys of batches found open at start, with what is held for each (None: the cap had no room).
+        self._resumed_holds: dict[str, Reservation | None] = {}
         self._adopted: set[str] = set()  # keys of batches another writer began (BatchJournal.batches)
         # Keys whose result from that batch (by intent) was an error: nothing in it is worth collecting
         # again (an error is retried by a new call), so they do not keep the batch open.
@@ -291,10 +291,16 @@ class BatchEndpoint:
             self._budget.settle(call.reservation, cost)
             call.reservation = None
 
-    def _settle_resumed(self, key: str, cost: float) -> None:
-        hold = self._resumed_holds.pop(key, None)
-        if hold is not None:
-            self._budget.settle(hold, cost)
+    def _settle_resumed(self, key: str, cost: float, *, worst_case_usd: float = 0.0) -> None:
+        """A key of a batch found open at start: its bill was committed by an earlier run, so all of
+        it is recorded, whatever was held for it (a batch's holds are its keys' worst cases, or an
+        equal share of the batch's in an older journal; none when the cap had no room left)."""
+        if key not in self._resumed_holds:
+            return
+        hold = self._resumed_holds.pop(key)
+        above = cost if hold is None else self._budget.settle(hold, cost, worst_case_usd=worst_case_usd)
+        if above > 0:
+            self._budget.charge([self.spec.label], above, worst_case_usd=worst_case_usd)
 
     # ------------------------------------------------------------------------------------ the driver
 
@@ -310,14 +316,17 @@ class BatchEndpoint:
         finally:
             self.running_driver = False
             self._close_answered()
-            for key, hold in self._resumed_holds.items():
+            for key in list(self._resumed_holds):
                 # Answered but never asked for: its cost; else its batch still runs: assume the worst.
                 # Not for a batch another writer began: its pairs are that writer's, whose run stores
                 # the result, and pays for it, when it collects it (a shared ledger would count it twice).
                 ready = self._ready.get(key)
-                cost = ready.cost_usd if ready is not None else hold.amount_usd
-                self._budget.settle(hold, 0.0 if key in self._adopted else cost)
-            self._resumed_holds.clear()
+                waiting = self._waiting.get(key)
+                worst = waiting.worst if ready is None and waiting is not None else 0.0
+                cost = ready.cost_usd if ready is not None else worst
+                if key in self._adopted:
+                    cost = worst = 0.0
+                self._settle_resumed(key, cost, worst_case_usd=worst)
 
     def client(self) -> BatchClient:
         if self._client is None:
@@ -358,7 +367,7 @@ class BatchEndpoint:
             if not isinstance(batch_id, str):
                 # Written before a create whose answer never came back: did it happen?
                 try:
-                    found = await self._find_created(intent, file_id)
+                    found = await self._find_created(intent, rec)
                 except _OpFailed as failed:
                     raise RuntimeError(
                         f"{self.spec.label}: cannot tell whether the batch of input file {file_id} was "
@@ -375,27 +384,39 @@ class BatchEndpoint:
                 continue
             self._track(intent, batch_id, rec)
             self._submitted += 1
-            per_key = float(rec.get("reserved_usd") or 0.0) / max(1, len(keys))
-            for k in keys:
-                if not self._settled(k, intent):
-                    # Retries are counted per run, as the interactive path's are: only this open batch
-                    # counts. Earlier runs' batches did not, or a transient error line collected here
-                    # would be kept as the pair's answer with no retry left.
-                    self._tries[k] = 1
-                    self._waiting[k] = _Call(k, b"", per_key, None, resumed=True)
-                    # Already committed at the provider: a cap can no longer refuse it.
-                    with contextlib.suppress(BudgetExhausted):
-                        self._resumed_holds[k] = self._budget.reserve([self.spec.label], per_key)
-                    if rec.get("adopted"):
-                        self._adopted.add(k)
+            self._resume(intent, rec, keys)
         self._journal.sync()
 
-    async def _find_created(self, intent: str, file_id: str) -> BatchInfo | None:
-        listed: list[BatchInfo] = await self._op(lambda: self.client().listing())
-        for info in listed:
-            if info.input_file_id == file_id or info.metadata.get("ifsweep_intent") == intent:
-                return info
-        return None
+    def _resume(self, intent: str, rec: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+        """Wait for the keys of open batch `intent` (found at start) and hold each one's worst case."""
+        for k, worst in zip(keys, _line_worst(rec, len(keys)), strict=True):
+            if self._settled(k, intent):
+                continue
+            # Retries are counted per run, as the interactive path's are: only this open batch counts.
+            # Earlier runs' batches did not, or a transient error line collected here would be kept as
+            # the pair's answer with no retry left.
+            self._tries[k] = 1
+            self._waiting[k] = _Call(k, b"", worst, None, resumed=True)
+            # Already committed at the provider: a cap can no longer refuse it, only hold what it may
+            # cost while it runs (no room: it is charged whole when it ends, _settle_resumed).
+            try:
+                self._resumed_holds[k] = self._budget.reserve([self.spec.label], worst)
+            except BudgetExhausted:
+                self._resumed_holds[k] = None
+            if rec.get("adopted"):
+                self._adopted.add(k)
+
+    async def _find_created(self, intent: str, facts: Mapping[str, Any]) -> BatchInfo | None:
+        """The batch a create whose answer never came back made, if it made one: by its input file or
+        metadata where the provider's batches carry them, else (Anthropic) perhaps by its size and time."""
+        client = self.client()
+        listed: list[BatchInfo] = await self._op(lambda: client.listing())
+        found = created_for(listed, intent, str(facts.get("input_file_id")))
+        if found is not None or client.names_batches:
+            return found
+        known = {str(r["batch_id"]) for r in self._journal.batches() if r.get("batch_id")}
+        since = float(facts.get("submitted_at") or 0.0)
+        return maybe_created_for(listed, len(facts.get("custom_ids") or ()), since, known)
 
     def _track(self, intent: str, batch_id: str, facts: Mapping[str, Any]) -> None:
         p = self.policy
@@ -447,8 +468,10 @@ class BatchEndpoint:
         # The journal's key for this batch, as long as the shards' keys.
         seed = f"{self.spec.label}\0{file_id}\0{time.time()}".encode()
         intent = hashlib.sha256(seed).hexdigest()[:32]
+        worst = [c.worst for c in calls]  # each line's own, for a run that finds the batch open
         base = {"custom_ids": list(keys), "input_file_id": file_id, "submitted_at": time.time()}
-        reserved = sum(c.worst for c in calls)
+        base |= {"line_worst_usd": worst}
+        reserved = sum(worst)
         self._journal.append(self._record(intent, "intent", base, reserved_usd=reserved))
         self._journal.sync()  # on disk before the batch can exist
         for c in calls:
@@ -459,7 +482,7 @@ class BatchEndpoint:
             info = await self._op(lambda: self.client().create(file_id, {"ifsweep_intent": intent}))
         except _OpFailed as failed:
             # Perhaps created after all (the answer was lost): look before giving up on it.
-            found = await self._maybe(lambda: self._find_created(intent, file_id))
+            found = await self._maybe(lambda: self._find_created(intent, base))
             if found is None:
                 self._journal.append(self._record(intent, "closed", base, reason=failed.message))
                 for c in calls:
@@ -699,6 +722,15 @@ class _OpFailed(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+def _line_worst(rec: Mapping[str, Any], n: int) -> list[float]:
+    """Each line's worst case of a batch's journal record: as written at submission, or (a journal
+    older than that field) an equal share of the batch's reservation."""
+    each = rec.get("line_worst_usd")
+    if isinstance(each, list) and len(each) == n and all(isinstance(w, int | float) for w in each):
+        return [float(w) for w in each]
+    return [float(rec.get("reserved_usd") or 0.0) / max(1, n)] * n
 
 
 def _eta(b: _Open, now: float) -> float | None:

@@ -512,10 +512,16 @@ class RedisLedger:
     async def restore(self, *, grace_ms: int, baseline: Baseline, adopt: bool = True) -> None:
         """Put this process's view into Redis: the baseline and its own totals (merged by maximum), its
         outstanding holds (replacing whatever Redis had for this instance). Adopts the epoch, and with
-        `adopt` (at start) what Redis says this writer spent, when that is more."""
+        `adopt` (at start) what Redis says this writer spent, when that is more.
+
+        This writer's entry is its own account alone, never the baseline's: the account began from the
+        baseline at start (a dead predecessor's open intents included) and counts every settlement since,
+        while a rescan later in the run reads this process's own calls in flight as open intents at their
+        worst case (its holds count those); published, they stayed in the ledger, merged by maximum, above
+        what was paid (a partition that had settled nothing when Redis came back empty)."""
         c = self._c
         base = {writer: {s: repr(v) for s, v in scopes.items()} for writer, scopes in baseline.items()}
-        base[c.writer] = {**base.get(c.writer, {}), **{s: repr(v) for s, v in self._own.items()}}
+        base[c.writer] = {s: repr(v) for s, v in self._own.items()}
         holds = [[str(token), amount, list(scopes)] for token, (amount, scopes) in self._holds.items()]
         reply = await c.script(
             "RESTORE",

@@ -9,6 +9,7 @@ judge replies and verdicts, and a changed file is a new result rather than a sta
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +25,9 @@ from ifsweep.runner.config import BenchmarkConfig, ScoringMode
 from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.errors import UsageError
 from ifsweep.runner.store.keys import Identity
+from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import older_records
-from ifsweep.runner.store.shards import RunStore, record_key
+from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, record_key
 from ifsweep.runner.store.verify import Planned, check_verdicts, planned_verdicts
 
 
@@ -176,7 +178,14 @@ def _replay(out: Path, job: BenchJob, results: list[ImportedResult]) -> dict[tup
     """Every result through the pipeline into `out`, checked: each pair ends with a verdict of its own."""
     counters = {(r.model, job.cfg.label): Counters() for r in results}
     pairs: list[Planned] = []
-    store = RunStore.open(out, writer_id="import")
+    # The run lock, as a plain run takes it: a sweep writing `out` now would judge the same pairs beside
+    # the import, two current verdicts of one slot.
+    lock = lock_run(out, shared=False, shards_dir=out / SHARDS_DIR, mine="an import")
+    try:
+        store = RunStore.open(out, writer_id="import")
+    except BaseException:
+        os.close(lock)
+        raise
 
     async def replay() -> None:
         for r in results:
@@ -201,5 +210,8 @@ def _replay(out: Path, job: BenchJob, results: list[ImportedResult]) -> dict[tup
         store.flush()
         check_verdicts(store, lambda: pairs)
     finally:
-        store.close()
+        try:
+            store.close()
+        finally:
+            os.close(lock)
     return counters

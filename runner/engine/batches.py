@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ifsweep.providers.batch.clients import created_for
 from ifsweep.providers.batch.endpoint import merge_batches
 from ifsweep.providers.records import BATCH_KIND
 from ifsweep.runner.store import keys
@@ -156,15 +157,15 @@ async def _show_one(b: OpenBatch, client: Any, store: RunStore | None) -> bool:
                 )
                 return True
             file_id = b.record.get("input_file_id")
-            listed = await client.listing()
-            info = next(
-                (
-                    i
-                    for i in listed
-                    if i.input_file_id == file_id or i.metadata.get("ifsweep_intent") == b.intent
-                ),
-                None,
-            )
+            # Exactly, or not at all: a batch found only perhaps (by size and time, for providers whose
+            # batches name nothing) may be another's, and this cancels what it finds.
+            info = created_for(await client.listing(), b.intent, str(file_id))
+            if info is None and not client.names_batches:
+                print(
+                    f"{b.endpoint}: a batch of {b.requests} requests whose creation was never confirmed, "
+                    "which this provider's batches cannot be matched to: `ifsweep run` looks for it"
+                )
+                return True
             if info is None:
                 _note(store, b, "closed", reason="never created")
                 print(f"{b.endpoint}: a batch of {b.requests} requests that was never created: closed")

@@ -75,21 +75,30 @@ class VerdictRef:
 
 
 @dataclass(slots=True)
-class Counters:
-    """What the progress view and summary.json read. Mutated only from the event loop thread."""
+class JudgeCounters:
+    """A share of the sweep: its pairs (planned, done, `cached`: finished from stored results, in
+    error) and the calls it made with their tokens. As it stands, one judge's share, for the board and
+    summary.json: its verdicts and its calls. Mutated only from the event loop thread."""
 
     planned: int = 0
     done: int = 0
     cached: int = 0
     errors: int = 0
     calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class Counters(JudgeCounters):
+    """One (model, benchmark)'s share, which the progress view and summary.json read: the shared
+    fields count its pairs and the model's own calls; the judge's calls on its answers apart."""
+
     judge_calls: int = 0
     unparsed: int = 0
     # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
     # re-scores them from the stored replies, sending nothing it has.
     rescored: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     # For the ETA (runner/watch/eta.py): the judge's tokens, and seconds the calls took (summed).
     judge_input_tokens: int = 0
@@ -99,19 +108,6 @@ class Counters:
     # Prompt tokens the judge's provider served from its prefix cache, and the dollars that saved.
     judge_cached_tokens: int = 0
     cache_saved_usd: float = 0.0
-
-
-@dataclass(slots=True)
-class JudgeCounters:
-    """One judge's share of the sweep, for the board and summary.json: its verdicts and its calls."""
-
-    planned: int = 0
-    done: int = 0
-    cached: int = 0
-    errors: int = 0
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,9 +113,10 @@ def live_writers(shards_dir: Path) -> list[Holder]:
     return [read_holder(shards_dir / f"{w}.lock", w) for w in names if writer_running(shards_dir, w)]
 
 
-def lock_run(run_dir: Path, *, shared: bool, shards_dir: Path) -> int:
-    """Hold RUN_DIR/run.lock: exclusively for a plain run, shared for a partition. The open descriptor,
-    or WriterBusyError naming the processes that hold it."""
+def lock_run(run_dir: Path, *, shared: bool, shards_dir: Path, mine: str | None = None) -> int:
+    """Hold RUN_DIR/run.lock: exclusively for a plain run (and an import), shared for a partition. The
+    open descriptor, or WriterBusyError naming the processes that hold it; `mine` names the caller in
+    that message (default: a plain run or a partition)."""
     path = run_dir / RUN_LOCK
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     if _try_flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX):
@@ -123,10 +124,11 @@ def lock_run(run_dir: Path, *, shared: bool, shards_dir: Path) -> int:
     os.close(fd)
     others = live_writers(shards_dir)
     who = ", ".join(str(h) for h in others) or "a process that has not yet written its details"
-    mine, theirs = ("a partition", "a plain run") if shared else ("a plain run", "another run")
+    caller, theirs = ("a partition", "a plain run") if shared else ("a plain run", "another run")
     raise WriterBusyError(
-        f"{run_dir}: {theirs} writes this directory now: {who}. {mine.capitalize()} cannot run beside "
-        "it (each would apply max_usd alone); wait for it to finish or stop it, then run again"
+        f"{run_dir}: {theirs} writes this directory now: {who}. {(mine or caller).capitalize()} cannot "
+        "run beside it (each would apply max_usd alone, or write the same pairs); wait for it to finish "
+        "or stop it, then run again"
     )
 
 

@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.runner.watch.eta import OWN_BOUNDS
 
@@ -25,20 +25,62 @@ PLAIN_ENDPOINTS = 3  # endpoints named on a plain line
 RICH_CHROME = 3
 
 
+_KEPT_LIMITS = ("rpm", "tpm", "rpm_learned", "tpm_learned", "concurrency")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """One endpoint's limits as its limiter knows them (configured, or learned from headers), and
+    what it has been through."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    rpm_learned: bool = False
+    tpm_learned: bool = False
+    concurrency: int = 1  # calls allowed in flight now (cut after 429s)
+    rate_limited: int = 0  # 429 answers
+    errors: int = 0  # calls that ended in an error
+
+    def as_json(self) -> dict[str, Any]:
+        """The limits alone: the counters (`rate_limited`, `errors`) are the moment's, not kept."""
+        return {name: getattr(self, name) for name in _KEPT_LIMITS}
+
+    @classmethod
+    def from_json(cls, where: str, obj: object) -> Limits:
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: expected an object")
+        for name in ("rpm", "tpm"):
+            if obj.get(name) is not None and not isinstance(obj.get(name), int):
+                raise ValueError(f"{where}.{name}: expected an integer or null")
+        concurrency = obj.get("concurrency")
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"{where}.concurrency: expected a positive integer")
+        return cls(
+            obj.get("rpm"),
+            obj.get("tpm"),
+            bool(obj.get("rpm_learned")),
+            bool(obj.get("tpm_learned")),
+            concurrency,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """One endpoint's recent pace: calls and tokens per minute, seconds per call (None: not known)."""
+
+    calls_per_min: int | None = None
+    tokens_per_min: int | None = None
+    latency_s: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class EndpointRow:
     label: str
     role: str  # "model" or "judge"
     calls: int  # calls made
     calls_expected: float | None  # made + expected left; None when the plan is unknown
-    calls_per_min: int | None  # the pace of the last seconds (pace.RATE_WINDOW_S), per minute
-    rpm_limit: int | None = None
-    rpm_learned: bool = False
-    tokens_per_min: int | None = None  # likewise
-    tpm_limit: int | None = None
-    tpm_learned: bool = False
-    rate_limited: int = 0  # 429 answers
-    errors: int = 0  # calls that ended in an error
+    pace: Pace  # of the last seconds (pace.RATE_WINDOW_S)
+    limits: Limits = Limits()  # its limits, and the 429s and errors it has been through
     waits: str = ""  # a back-off or 429 wait in words, while it lasts
     spent: float = 0.0
     cap: float | None = None
@@ -49,15 +91,16 @@ class EndpointRow:
     def limit_use(self) -> float:
         """The larger of rpm and tpm use against the limit (0 without limits)."""
         uses = [0.0]
-        if self.rpm_limit and self.calls_per_min is not None:
-            uses.append(self.calls_per_min / self.rpm_limit)
-        if self.tpm_limit and self.tokens_per_min is not None:
-            uses.append(self.tokens_per_min / self.tpm_limit)
+        pace, lim = self.pace, self.limits
+        if lim.rpm and pace.calls_per_min is not None:
+            uses.append(pace.calls_per_min / lim.rpm)
+        if lim.tpm and pace.tokens_per_min is not None:
+            uses.append(pace.tokens_per_min / lim.tpm)
         return max(uses)
 
     @property
     def failing(self) -> bool:
-        return self.errors > 0 or bool(self.waits)
+        return self.limits.errors > 0 or bool(self.waits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +155,7 @@ def ordered(rows: Sequence[EndpointRow]) -> tuple[EndpointRow, ...]:
             -(round(eta) if eta < math.inf else eta),
             -_pressure(r),
             -use,
-            -r.errors,
+            -r.limits.errors,
             natural_key(r.label),
         )
 
@@ -145,9 +188,10 @@ def _sum_rows(rest: Sequence[EndpointRow]) -> EndpointRow:
         calls_expected=None
         if any(r.calls_expected is None for r in rest)
         else sum(r.calls_expected or 0 for r in rest),
-        calls_per_min=sum(r.calls_per_min or 0 for r in rest),
-        rate_limited=sum(r.rate_limited for r in rest),
-        errors=sum(r.errors for r in rest),
+        pace=Pace(calls_per_min=sum(r.pace.calls_per_min or 0 for r in rest)),
+        limits=Limits(
+            rate_limited=sum(r.limits.rate_limited for r in rest), errors=sum(r.limits.errors for r in rest)
+        ),
         spent=sum(r.spent for r in rest),
         eta_s=max(etas, default=0.0) if len(etas) == len(rest) else None,
     )
@@ -213,7 +257,7 @@ def head_text(board: Board) -> str:
 
 
 def _waits(r: EndpointRow) -> str:
-    told = f"429 x{r.rate_limited}" if r.rate_limited else ""
+    told = f"429 x{r.limits.rate_limited}" if r.limits.rate_limited else ""
     return ", ".join(x for x in (told, r.waits) if x)
 
 
@@ -224,8 +268,8 @@ def _short(r: EndpointRow) -> str:
         words.append(f"by {r.held_by}")
     if r.limit_use:
         words.append(f"{100 * r.limit_use:.0f}%")
-    if r.errors:
-        words.append(f"{r.errors} err")
+    if r.limits.errors:
+        words.append(f"{r.limits.errors} err")
     if r.waits:
         words.append(r.waits)
     words.append(duration(r.eta_s))
@@ -257,10 +301,10 @@ def _cells(r: EndpointRow) -> tuple[str, ...]:
     return (
         name,
         _done_of(r.calls, r.calls_expected),
-        _limit(r.calls_per_min, r.rpm_limit, r.rpm_learned),
-        _limit(r.tokens_per_min, r.tpm_limit, r.tpm_learned),
+        _limit(r.pace.calls_per_min, r.limits.rpm, r.limits.rpm_learned),
+        _limit(r.pace.tokens_per_min, r.limits.tpm, r.limits.tpm_learned),
         _waits(r),
-        str(r.errors),
+        str(r.limits.errors),
         money(r.spent, r.cap),
         duration(r.eta_s),
         r.held_by,
@@ -312,7 +356,7 @@ def rich_board(board: Board, height: int, width: int) -> Text:
             "bold"
             if r is None
             else "red"
-            if r.errors
+            if r.limits.errors
             else "yellow"
             if r.waits
             else "dim"

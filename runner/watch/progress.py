@@ -17,10 +17,10 @@ import anyio
 
 from ifsweep.providers import EndpointStats, ProviderEvent
 from ifsweep.runner.engine.pipeline import Counters, JudgeCounters
-from ifsweep.runner.watch.board import Board, duration, plain_line, rich_board, table_lines
+from ifsweep.runner.watch.board import Board, Limits, Pace, duration, plain_line, rich_board, table_lines
 from ifsweep.runner.watch.eta import OWN_BOUNDS, UNKNOWN, Outlook
 from ifsweep.runner.watch.pace import RATE_WINDOW_S, Window
-from ifsweep.runner.watch.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
+from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
 from ifsweep.runner.watch.workload import Tally, Use, use_by_endpoint
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ifsweep.runner.watch.board import Board, EndpointRow, Totals, ordered
+from ifsweep.runner.watch.board import Board, EndpointRow, Limits, Pace, Totals, ordered
 from ifsweep.runner.watch.eta import EPS, OVERDUE_S, Capacity, Lane, Outlook, capacity, scaled
 from ifsweep.runner.watch.workload import BenchShape, Tally, calls_left, lanes_of
 
@@ -65,54 +65,6 @@ class SweepPlan:
             judge,
             tuple(judges),
         )
-
-
-_KEPT_LIMITS = ("rpm", "tpm", "rpm_learned", "tpm_learned", "concurrency")
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """One endpoint's limits as its limiter knows them (configured, or learned from headers), and
-    what it has been through."""
-
-    rpm: int | None = None
-    tpm: int | None = None
-    rpm_learned: bool = False
-    tpm_learned: bool = False
-    concurrency: int = 1  # calls allowed in flight now (cut after 429s)
-    rate_limited: int = 0  # 429 answers
-    errors: int = 0  # calls that ended in an error
-
-    def as_json(self) -> dict[str, Any]:
-        """The limits alone: the counters (`rate_limited`, `errors`) are the moment's, not kept."""
-        return {name: getattr(self, name) for name in _KEPT_LIMITS}
-
-    @classmethod
-    def from_json(cls, where: str, obj: object) -> Limits:
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected an object")
-        for name in ("rpm", "tpm"):
-            if obj.get(name) is not None and not isinstance(obj.get(name), int):
-                raise ValueError(f"{where}.{name}: expected an integer or null")
-        concurrency = obj.get("concurrency")
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"{where}.concurrency: expected a positive integer")
-        return cls(
-            obj.get("rpm"),
-            obj.get("tpm"),
-            bool(obj.get("rpm_learned")),
-            bool(obj.get("tpm_learned")),
-            concurrency,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Pace:
-    """One endpoint's recent pace: calls and tokens per minute, seconds per call (None: not known)."""
-
-    calls_per_min: int | None = None
-    tokens_per_min: int | None = None
-    latency_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,14 +207,8 @@ def _row(
         role="judge" if label == reading.judge or label in panel else "model",
         calls=calls,
         calls_expected=None if left is None else calls + left.get(label, 0.0),
-        calls_per_min=pace.calls_per_min,
-        rpm_limit=lim.rpm,
-        rpm_learned=lim.rpm_learned,
-        tokens_per_min=pace.tokens_per_min,
-        tpm_limit=lim.tpm,
-        tpm_learned=lim.tpm_learned,
-        rate_limited=lim.rate_limited,
-        errors=lim.errors,
+        pace=pace,
+        limits=lim,
         waits=reading.waits.get(label, ""),
         spent=reading.spent.get(label, 0.0),
         cap=reading.caps.get(label),

@@ -21,16 +21,17 @@ from typing import Any, Protocol
 
 import orjson
 
+from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.store.intents import INTENT, WriterSpend, run_spend
 from ifsweep.runner.store.keys import verdict_slot
 from ifsweep.runner.store.manifest import planned_instances
 from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards
-from ifsweep.runner.watch.board import Board, natural_key
+from ifsweep.runner.watch.board import Board, Limits, Pace, natural_key
 from ifsweep.runner.watch.eta import Outlook
 from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
 from ifsweep.runner.watch.pace import RATE_WINDOW_S
-from ifsweep.runner.watch.reading import Limits, Pace, Reading, SweepPlan, make_board, settled
-from ifsweep.runner.watch.workload import Tally
+from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
+from ifsweep.runner.watch.workload import Tally, Use
 
 __all__ = [
     "SUMMARY_NAME",
@@ -86,8 +87,13 @@ def _read_summary(path: Path) -> tuple[float, dict[tuple[str, str], int]]:
         if not isinstance(item, dict) or not isinstance(item.get("planned"), int):
             raise ValueError(f"{path}: by_model[{i}]: expected an object with an integer 'planned'")
         out[(str(item.get("model")), str(item.get("benchmark")))] = item["planned"]
-    updated = summary.get("updated_at", 0.0)
-    return (float(updated) if isinstance(updated, int | float) else 0.0), out
+    return _updated_at(summary), out
+
+
+def _updated_at(summary: dict[str, Any]) -> float:
+    """When a summary was written (0 when it does not say)."""
+    t = summary.get("updated_at")
+    return float(t) if isinstance(t, int | float) else 0.0
 
 
 def _planned(run_dir: Path) -> dict[tuple[str, str], int]:
@@ -346,11 +352,7 @@ def _writer_order(writer: str) -> tuple[int, int, str]:
 
 
 def _newer(summary: dict[str, Any], than: dict[str, Any]) -> bool:
-    def when(d: dict[str, Any]) -> float:
-        t = d.get("updated_at")
-        return float(t) if isinstance(t, int | float) else 0.0
-
-    return when(summary) > when(than)
+    return _updated_at(summary) > _updated_at(than)
 
 
 # ---------------------------------------------------------------------------------------------- the board
@@ -362,29 +364,12 @@ RUNNING_WITHIN_S = 10.0  # a running sweep's summary.json is never older than th
 
 @dataclass(slots=True)
 class _Endpoint:
-    """What the shards say of one endpoint label. `recent_*`: calls stamped within the rate window."""
+    """What the shards say of one endpoint label: every call record, those stamped within the rate
+    window (`recent`), and the 429s."""
 
-    records: int = 0
-    tokens: int = 0
-    latency_s: float = 0.0
-    recent: int = 0
-    recent_tokens: int = 0
-    recent_latency_s: float = 0.0
+    every: Use = field(default_factory=Use)
+    recent: Use = field(default_factory=Use)
     rate_limited: int = 0
-
-
-@dataclass(slots=True)
-class _Group:
-    """What the shards say of one (model, benchmark): distinct calls made, finished pairs."""
-
-    gen_keys: int = 0
-    judge_keys: int = 0
-    gen_tokens: int = 0
-    gen_output_tokens: int = 0
-    judge_tokens: int = 0
-    unparsed: int = 0  # judge replies stored as unparsed
-    done: int = 0
-    failed: int = 0
 
 
 @dataclass(slots=True)
@@ -395,7 +380,9 @@ class _Scan:
 
     since: float
     endpoints: dict[str, _Endpoint] = field(default_factory=dict)
-    groups: dict[tuple[str, str], _Group] = field(default_factory=lambda: defaultdict(_Group))
+    # Per (model, benchmark), the counters the sweep keeps live, from the shards: distinct calls, their
+    # tokens and unparsed replies; finished pairs as `done` and failed ones as `errors`.
+    groups: dict[tuple[str, str], Counters] = field(default_factory=lambda: defaultdict(Counters))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # calls still in error
     judge_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # distinct, per judge
     # key -> (endpoint label, group, error)
@@ -439,8 +426,8 @@ class _Scan:
         for group, by_judge in verdicts.items():
             wanted = [by_judge.get(j, [0, 0]) for j in panel] if panel else list(by_judge.values())
             g = self.groups[group]
-            g.failed = max(f for _, f in wanted)
-            g.done = max(0, min(d + f for d, f in wanted) - g.failed)
+            g.errors = max(f for _, f in wanted)
+            g.done = max(0, min(d + f for d, f in wanted) - g.errors)
         return self
 
 
@@ -458,25 +445,23 @@ def _count_call(
     out: _Scan, label: str, group: tuple[str, str], kind: str, rec: dict[str, Any], since: float, first: bool
 ) -> None:
     e = out.endpoints.setdefault(label, _Endpoint())
-    tokens = int(_number(rec, "input_tokens") + _number(rec, "output_tokens"))
-    e.records += 1
-    e.tokens += tokens
-    e.latency_s += _number(rec, "latency_s")
+    input_tokens, output_tokens = int(_number(rec, "input_tokens")), int(_number(rec, "output_tokens"))
+    latency_s = _number(rec, "latency_s")
+    e.every.add(1, input_tokens + output_tokens, latency_s)
     e.rate_limited += int(_number(rec, "rate_limited"))
     if _number(rec, "ts") >= since:
-        e.recent += 1
-        e.recent_tokens += tokens
-        e.recent_latency_s += _number(rec, "latency_s")
+        e.recent.add(1, input_tokens + output_tokens, latency_s)
     if not first:
         return
     g = out.groups[group]
     if kind == "generation":
-        g.gen_keys += 1
-        g.gen_tokens += tokens
-        g.gen_output_tokens += int(_number(rec, "output_tokens"))
+        g.calls += 1
+        g.input_tokens += input_tokens
+        g.output_tokens += output_tokens
     else:
-        g.judge_keys += 1
-        g.judge_tokens += tokens
+        g.judge_calls += 1
+        g.judge_input_tokens += input_tokens
+        g.judge_output_tokens += output_tokens
         g.unparsed += rec.get("parse") == "unparsed"
 
 
@@ -486,19 +471,13 @@ def _progress_of(run_dir: Path) -> tuple[str, float, dict[str, Any]]:
     path = run_dir / SUMMARY_NAME
     if not path.is_file():
         return "", 0.0, {}
-    try:
-        summary = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from None
-    if not isinstance(summary, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    summary = _load_summary(path)
     progress = summary.get("progress", {})
     if not isinstance(progress, dict):
         raise ValueError(f"{path}: field 'progress': expected an object")
-    updated = summary.get("updated_at")
     return (
         str(summary.get("status", "")),
-        float(updated) if isinstance(updated, int | float) else 0.0,
+        _updated_at(summary),
         progress,
     )
 
@@ -535,8 +514,8 @@ def _reading(
     running: bool,
     state: str,
 ) -> Reading:
-    recent = sum(e.recent for e in scan.endpoints.values())
-    recent_tokens = sum(e.recent_tokens for e in scan.endpoints.values())
+    recent = sum(e.recent.calls for e in scan.endpoints.values())
+    recent_tokens = sum(e.recent.tokens for e in scan.endpoints.values())
     caps: dict[str | None, float | None] = {None: _cap(progress.get("cap_usd"), f"{where}.cap_usd")}
     caps.update(_numbers(progress, "caps", where))
     return Reading(
@@ -549,7 +528,7 @@ def _reading(
         caps=caps,
         calls_per_s=recent / RATE_WINDOW_S if running else None,
         tokens_per_min=recent_tokens / RATE_WINDOW_S * 60 if running else None,
-        pair_errors=sum(g.failed for g in scan.groups.values()),
+        pair_errors=sum(g.errors for g in scan.groups.values()),
         state="running" if running else state,
         judge_calls=dict(scan.judge_calls),
     )
@@ -577,17 +556,8 @@ def _panel(run_dir: Path) -> tuple[str, ...]:
 def _tallies(scan: _Scan, planned: dict[tuple[str, str], int]) -> dict[tuple[str, str], Tally]:
     tallies = {}
     for group in sorted(set(planned) | set(scan.groups), key=lambda g: (natural_key(g[0]), g[1])):
-        g = scan.groups.get(group, _Group())
-        tallies[group] = Tally(
-            planned=planned.get(group, g.done + g.failed),
-            finished=g.done + g.failed,
-            gen_calls=g.gen_keys,
-            judge_calls=g.judge_keys,
-            gen_tokens=g.gen_tokens,
-            gen_output_tokens=g.gen_output_tokens,
-            judge_tokens=g.judge_tokens,
-            unparsed=g.unparsed,
-        )
+        g = scan.groups.get(group, Counters())
+        tallies[group] = Tally.of(replace(g, planned=planned.get(group, g.done + g.errors)))
     return tallies
 
 
@@ -620,7 +590,10 @@ def _cap(v: object, where: str) -> float | None:
 
 
 def _pace(e: _Endpoint, running: bool) -> Pace:
-    latency = e.recent_latency_s / e.recent if e.recent else e.latency_s / e.records if e.records else None
+    calls = e.recent if e.recent.calls else e.every
+    latency = calls.latency_s / calls.calls if calls.calls else None
     if not running:
         return Pace(latency_s=latency)
-    return Pace(round(e.recent / RATE_WINDOW_S * 60), round(e.recent_tokens / RATE_WINDOW_S * 60), latency)
+    return Pace(
+        round(e.recent.calls / RATE_WINDOW_S * 60), round(e.recent.tokens / RATE_WINDOW_S * 60), latency
+    )

@@ -267,19 +267,19 @@ class Use:
     tokens: int = 0
     latency_s: float = 0.0
 
+    def add(self, calls: int, tokens: int, latency_s: float) -> None:
+        self.calls += calls
+        self.tokens += tokens
+        self.latency_s += latency_s
+
 
 def use_by_endpoint(tallies: Mapping[tuple[str, str], Tally], judge: str | None) -> dict[str, Use]:
     """Per endpoint label: each model's generations, and the judge's calls for every model."""
     out: dict[str, Use] = {}
     for (model, _b), t in tallies.items():
-        u = out.setdefault(model, Use())
-        u.calls += t.gen_calls
-        u.tokens += t.gen_tokens
-        u.latency_s += t.gen_latency_s
+        out.setdefault(model, Use()).add(t.gen_calls, t.gen_tokens, t.gen_latency_s)
     if judge is not None:
         j = out.setdefault(judge, Use())
         for t in tallies.values():
-            j.calls += t.judge_calls
-            j.tokens += t.judge_tokens
-            j.latency_s += t.judge_latency_s
+            j.add(t.judge_calls, t.judge_tokens, t.judge_latency_s)
     return out
