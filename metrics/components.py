@@ -15,6 +15,7 @@ a formatted slice string each, took 4.3 s; over the sums, under 0.1 s.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -152,8 +153,33 @@ def ordered_sum(name: str) -> pl.Expr:
     return pl.col(name).sort().cum_sum().last()
 
 
+# Below this a float holds every whole number, so whole numbers add up exactly in any order.
+_EXACT = float(2**53)
+
+
+def _whole(name: str) -> pl.Expr:
+    """Aggregation: every value of `name` is a whole number >= 0 (none null) and their sum is below
+    2^53, so a plain sum of them is exact whatever the order of its additions."""
+    c = pl.col(name)
+    return ((c >= 0) & (c == c.floor())).all() & (c.null_count() == 0) & (c.sum() < _EXACT)
+
+
 def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
-    return frame.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))
+    """num and den per `key`, bit for bit the same under any row order: a plain streaming sum for each
+    group of whole numbers (`_whole`: counts, and the 0/1 of a rate such as coverage or HSR), and
+    `ordered_sum` only for the others, whose sort per group is no streaming aggregation: the engine
+    then held every unit in memory (100M InFoBench rows: 3.6 GB of peak RSS summing 18M instances'
+    counts, where DRFR and coverage are whole numbers throughout)."""
+    sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
+    # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
+    plain = frame.group_by(key).agg(*sums).collect(engine="streaming")
+    whole = plain.get_column("_whole")
+    exact = plain.filter(whole).drop("_whole").lazy()
+    if whole.all():
+        return exact
+    rest = plain.filter(~whole).select(key).lazy()
+    mine = frame.join(rest, on=key, how="semi", nulls_equal=True)
+    return pl.concat([exact, mine.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))])
 
 
 def summed_exactly(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
@@ -219,6 +245,27 @@ class Components:
 
 def split_slice() -> pl.Expr:
     return pl.format("split={}", pl.col("split"))
+
+
+def split_leaves(
+    units: pl.LazyFrame, metric: str, num: pl.Expr, den: pl.Expr | None = None
+) -> tuple[Leaf, ...]:
+    """`metric` over per-instance `units` (instance_id, split): over all of a model's instances, and
+    per split."""
+    return tuple(
+        Leaf(units, metric, slice_, by, "instance", "instance_id", num, den)
+        for slice_, by in ((pl.lit("all"), ()), (split_slice(), ("split",)))
+    )
+
+
+def instance_means(
+    inst: pl.LazyFrame, metrics: Sequence[str], finals: pl.LazyFrame | None = None
+) -> Components:
+    """Each of `metrics` the mean of its column over the kept instances of `inst` (per-instance
+    summaries with kept and split), over all and per split; `inst` is every instance seen."""
+    kept = inst.filter(pl.col("kept"))
+    leaves = tuple(leaf for m in metrics for leaf in split_leaves(kept, m, pl.col(m)))
+    return Components(leaves, seen=inst, finals=_no_finals() if finals is None else finals)
 
 
 def point_estimates(c: Components) -> pl.DataFrame:

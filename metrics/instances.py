@@ -85,40 +85,76 @@ def by_judge(
     return out.select(cols).sort(list(RESULT_KEY), nulls_last=False)
 
 
+# What describes an instance (docs/metrics.md: taken from its first row) and is a string: per_instance
+# hands them to the aggregations as categoricals.
+ATTRIBUTES: tuple[str, ...] = ("group_id", "category", "split")
+
+
 def per_instance(
     rows: pl.LazyFrame | pl.DataFrame, benchmark: str, aggs: Sequence[pl.Expr], *, within: Sequence[str] = ()
 ) -> pl.LazyFrame:
     """`aggs` over each instance of `benchmark` in `rows` (or over each `within` part of an instance),
-    with the instance key: streamed now, and returned as a lazy plan over the summaries. Grouping one
-    benchmark's rows by (model, instance_id) alone is about a quarter cheaper than by the three key
-    strings over rows whose benchmark is constant.
+    with the instance key: streamed now, and returned as a lazy plan over the summaries, in which
+    model, instance_id and the ATTRIBUTES columns are Categorical (of categories private to this
+    call, freed with the summaries; compare them to strings, or cast them with `.cast(pl.String)`).
 
-    The same pass finds two verdicts of one constraint, with sums a streaming group-by keeps per group
-    in a few bytes (`_twice_aggs`); only then `_one_verdict_each` runs, to name them (VerdictError).
-    Before, a pass of its own held a hash set of every row's (benchmark, model, judge, instance,
-    constraint). Measured with perf/metrics_perf.py stream (InFoBench-shaped, `ifsweep metrics`), old
-    then new, each in one run: 30M rows 1.76 / 1.71 GB peak RSS; 100M rows 5.09 / 5.23 GB, 52.7 /
-    40.5 s. The peak is this group-by itself, not the check it replaced."""
+    The streaming group-by keeps a state per instance (18M at 100M InFoBench rows) and, for the rows
+    its small table of hot groups misses, their keys and inputs until the end, so both are kept
+    compact: one 64-bit key made of the model's and the instance's categorical codes, attributes
+    cast to categoricals before the group-by (`first()` of a string kept far more; `first()` of an
+    expression, such as a cast inside the aggregation, fell out of the streaming engine: 3.2 GB at
+    30M rows), and the duplicate check in two columns of the smallest types (`_twice_aggs`).
+    Measured over 100M InFoBench rows (18M instances), InFoBench's group-by alone, peak RSS: string
+    keys and split 4.86 GB; categorical keys and split 3.22 GB; one 64-bit key 2.76 GB; and a row
+    count for the second 64-bit sum of the duplicate check 2.46 GB.
+
+    The same pass finds two verdicts of one constraint (`_twice_aggs`); only then `_one_verdict_each`
+    runs, to name them (VerdictError)."""
     mine = rows.lazy().filter(pl.col("benchmark") == benchmark)
-    inst = streamed(mine.group_by(["model", "instance_id", *within]).agg(*aggs, *_twice_aggs()))
-    suspects = _maybe_twice(inst, bool(within))
+    ids = pl.Categorical(pl.Categories.random())
+    # The categories live while data of their type does: this keeps the codes of the query below
+    # valid until they are turned back into categoricals (`_decoded`), which then hold them.
+    alive = pl.Series(dtype=ids)
+    present = mine.collect_schema()
+    attributes = mine.with_columns(pl.col(c).cast(ids) for c in ATTRIBUTES if c in present)
+    code = [pl.col(c).cast(ids).to_physical().cast(pl.UInt64) for c in ("model", "instance_id")]
+    key = (code[0] * _HALF + code[1]).alias("_key")
+    inst = _decoded(streamed(attributes.group_by(key, *within).agg(*aggs, *_twice_aggs())), ids)
+    del alive
+    suspects = _maybe_twice(inst, bool(within)).cast({"model": pl.String, "instance_id": pl.String})
     if suspects.height:
         _one_verdict_each(mine.join(suspects.lazy(), on=["model", "instance_id"], how="semi"))
     return inst.drop(_TWICE).lazy().with_columns(pl.lit(benchmark).alias("benchmark"))
 
 
-_TWICE = ["_bits_sum", "_bits_or"]
+_HALF = 2**32  # a categorical code is 32 bits: the model's code above, the instance's below
+
+
+def _decoded(inst: pl.DataFrame, ids: pl.Categorical) -> pl.DataFrame:
+    """`inst` with its `_key` turned back into model and instance_id, categoricals of `ids`."""
+    names = ids.categories.to_series().cast(ids)  # position i: the category whose code is i
+    key = inst.get_column("_key")
+    codes = {"model": key // _HALF, "instance_id": key % _HALF}
+    decoded = {name: names.gather(code).alias(name) for name, code in codes.items()}
+    # Each code must come back as itself: a code whose string was not yet readable (Polars reserves
+    # codes before it names them, for queries that run concurrently) would be given another name.
+    if any((decoded[name].to_physical() != codes[name]).any() for name in codes):
+        raise RuntimeError("per_instance: an instance key's categorical code has no name")
+    return inst.select(*decoded.values(), pl.exclude("_key"))
+
+
+_TWICE = ["_rows", "_bits"]
 
 
 def _twice_aggs() -> list[pl.Expr]:
-    """Per group, bit constraint_idx set once per row, summed and or-ed: the sum equals the or exactly
-    when no bit is set twice. Every index outside 0-31 shares bit 32, so two of them make the instance
-    a suspect, left to `_one_verdict_each`. No overflow: at most 2^32 per row, fewer than 2^31 rows. An
-    n_unique per group held more than the hash set it replaced (30M InFoBench rows: 2.53 GB of peak
-    RSS against 1.76 GB)."""
+    """Per group, its rows and the or of bit constraint_idx of each: with no index set twice, the bits
+    set number the rows. Every index outside 0-31 shares bit 32, so two of them make the instance a
+    suspect, left to `_one_verdict_each`. (A sum of the bits beside the or, as before, held 8 bytes
+    more per group and per row the hot groups missed; an n_unique per group held more than a hash set
+    of every row: 30M InFoBench rows, 2.53 GB of peak RSS against 1.76 GB.)"""
     c = pl.col("constraint_idx")
     bit = pl.lit(2, pl.UInt64).pow(pl.when(c.is_between(0, 31)).then(c).otherwise(32))
-    return [bit.sum().alias("_bits_sum"), bit.bitwise_or().alias("_bits_or")]
+    return [pl.len().alias("_rows"), bit.bitwise_or().alias("_bits")]
 
 
 def _maybe_twice(inst: pl.DataFrame, parts: bool) -> pl.DataFrame:
@@ -126,9 +162,9 @@ def _maybe_twice(inst: pl.DataFrame, parts: bool) -> pl.DataFrame:
     (`_twice_aggs`); with `parts`, `inst` has a row per part of an instance, and a constraint's two
     verdicts may sit in two parts."""
     if parts:
-        bits = (pl.col("_bits_sum").sum(), pl.col("_bits_or").bitwise_or())
-        inst = inst.group_by("model", "instance_id").agg(*bits)
-    return inst.filter(pl.col("_bits_sum") != pl.col("_bits_or")).select("model", "instance_id").unique()
+        inst = inst.group_by("model", "instance_id").agg(pl.col("_rows").sum(), pl.col("_bits").bitwise_or())
+    twice = pl.col("_bits").bitwise_count_ones() != pl.col("_rows")
+    return inst.filter(twice).select("model", "instance_id").unique()
 
 
 def _slot_mix() -> pl.Expr:

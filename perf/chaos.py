@@ -26,6 +26,7 @@ exit 1 on any violation.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 import time
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shrink-runs", type=int, default=8, help="at most this many runs to shrink one seed")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args(argv)
+    # `timeout` and kill stop a script with SIGTERM: as an exception, the seed's finally blocks still
+    # stop its redis-server and simulators instead of leaving them running with their folders gone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     dropped = [x for x in args.without.split(",") if x]
     totals = Outcome(seed=args.seed)
     start = time.monotonic()

@@ -315,8 +315,8 @@ def measured(cmd: list[str]) -> tuple[float, float]:
     """(wall seconds, peak RSS in GB) of `cmd` run to completion in a process of its own."""
     out = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True, text=True, check=True)
     rc, secs, kb = out.stdout.split()
-    if rc != "0":
-        raise SystemExit(f"{' '.join(cmd)}: exit {rc}")
+    if rc != "0":  # the command's stderr passed through the wrapper's: show how it ended
+        raise SystemExit(f"{' '.join(cmd)}: exit {rc}\n{out.stderr[-3000:]}")
     return float(secs), int(kb) / 1e6
 
 

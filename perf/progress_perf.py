@@ -124,11 +124,11 @@ def advance(counters: dict[tuple[str, str], Counters], step: int) -> None:
             n = 1 + (step + i) % (2 + i % 3)
             c.done = min(c.planned, c.done + n)
             c.calls += n
-            c.judge_calls += round(n * SHAPES[b].judge_calls)
+            c.judge.calls += round(n * SHAPES[b].judge_calls)
             c.input_tokens += 400 * n
             c.output_tokens += 200 * n
             c.latency_s += 0.4 * n
-            c.judge_latency_s += 0.6 * n * SHAPES[b].judge_calls
+            c.judge.latency_s += 0.6 * n * SHAPES[b].judge_calls
 
 
 def view_costs(models: int, refreshes: int) -> dict[str, float]:

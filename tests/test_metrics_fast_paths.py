@@ -1,5 +1,6 @@
-"""The shortcuts metrics takes for speed keep results exact: ordered float sums, categorical keys, per-type
-sums expanded to InFoBench labels, and errors on bad rows."""
+"""The shortcuts metrics takes for speed keep results exact: ordered float sums (plain ones only where
+no order can change them), categorical keys, per-type sums expanded to InFoBench labels, and errors on
+bad rows."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from test_metrics import CATALOG, Row, as_dict, frame, metrics_of, row
 
 from ifsweep import metrics
 from ifsweep.metrics import VERDICT_SCHEMA
+from ifsweep.metrics.components import Components, Leaf, point_estimates
 from ifsweep.metrics.compute import components_of
 
 
@@ -67,6 +69,34 @@ def test_float_sums_match_exact_fractions() -> None:
         value, n = got[("cfbench", model, "CSR", "all")]
         assert n == len(csr) == 300
         assert math.isclose(value, math.fsum(csr) / len(csr), rel_tol=0, abs_tol=1e-12)
+
+
+BIG = 2.0**53  # from here on a float no longer holds every whole number
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        # In this order plain float additions give 2^53 (2^53 + 1 rounds to even); ascending, 2^53 + 2.
+        ((BIG, 1.0, 1.0), (BIG + 2) / 3),
+        # Whole numbers summing to 1, but 2^53 + 1 on the way: not a plain sum, for a negative value.
+        ((BIG, 1.0, -BIG), 1 / 3),
+        # No unit with a value: no value (a plain sum would say 0).
+        ((None, None), None),
+    ],
+)
+def test_sums_a_plain_float_sum_could_get_wrong_are_summed_in_order(
+    values: tuple[float | None, ...], want: float | None
+) -> None:
+    """Sums of whole numbers stream as plain sums (`components._ordered_sums`), which only stays exact
+    below 2^53, with no negative value and no null: anything else is summed in ascending order."""
+    units = pl.LazyFrame(
+        {"benchmark": "b", "model": "m", "instance_id": [str(i) for i in range(len(values))], "x": values},
+        schema_overrides={"x": pl.Float64},
+    )
+    leaf = Leaf(units, "X", pl.lit("all"), (), "instance", "instance_id", pl.col("x"))
+    got = point_estimates(Components((leaf,)))
+    assert got.select("value", "n").rows() == [(want, len(values))]
 
 
 def test_categorical_and_enum_inputs_give_the_same_metrics(tmp_path: Path) -> None:

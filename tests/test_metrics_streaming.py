@@ -139,3 +139,20 @@ def test_a_bad_row_in_a_scanned_file_is_still_named(tmp_path: Path) -> None:
     bad.write_parquet(tmp_path / "bad.parquet", row_group_size=100)
     with pytest.raises(metrics.VerdictError, match=r"row 123 .*field 'source': 'oracle'"):
         metrics.compute_metrics(pl.scan_parquet(tmp_path / "bad.parquet"), CATALOG)
+
+
+def test_per_instance_keys_on_categories_of_its_own_freed_with_its_summaries() -> None:
+    """per_instance keys instances on categorical codes (a string key held far more per instance while
+    streaming): of categories private to the call, which Polars frees with the summaries, so a
+    long-lived process accumulates no instance ids and no other frame's categories are touched."""
+    rows = fixture_rows(seed=7).lazy()
+    aggs = [metrics.kept_expr(), pl.col("split").first()]
+    inst = metrics.per_instance(rows, "cfbench", aggs).collect()
+    model, instance_id, split = (inst.schema[c] for c in ("model", "instance_id", "split"))
+    assert isinstance(model, pl.Categorical) and model == instance_id == split
+    categories = model.categories
+    assert not categories.is_global()
+    assert {"m-a", "m-b"} <= set(categories.to_series())
+    assert sorted(inst.get_column("model").cast(pl.String).unique()) == ["m-a", "m-b"]
+    del inst
+    assert "m-a" not in categories

@@ -8,16 +8,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from ifsweep.metrics import (
-    BenchmarkMetrics,
-    Chart,
-    Components,
-    Leaf,
-    kept_expr,
-    per_instance,
-    split_slice,
-    streamed,
-)
+from ifsweep.metrics import BenchmarkMetrics, Chart, Components, kept_expr, per_instance, streamed
+from ifsweep.metrics.components import instance_means
 
 BENCHMARK = "eifbench"
 METRICS = ("GAcc", "ILAcc", "CLAcc")
@@ -30,8 +22,8 @@ def _tasks(rows: pl.LazyFrame) -> pl.DataFrame:
         [
             kept_expr(),
             pl.col("satisfied").all().alias("all_sat"),
-            pl.col("satisfied").cast(pl.Float64).sum().alias("sat"),
-            pl.len().cast(pl.Float64).alias("cnt"),
+            pl.col("satisfied").sum().alias("sat"),
+            pl.len().alias("cnt"),
             pl.col("split").first(),
         ],
         within=["instruction_idx"],
@@ -49,14 +41,7 @@ def _tasks(rows: pl.LazyFrame) -> pl.DataFrame:
 
 def eifbench_components(rows: pl.LazyFrame) -> Components:
     """Statistics of the EIFBench rows among `rows` (a lazy plan: `metrics.instances.prepared`)."""
-    task = _tasks(rows)
-    kept = task.filter(pl.col("kept")).lazy()
-    leaves = tuple(
-        Leaf(kept, m, s, by, "instance", "instance_id", pl.col(m))
-        for m in METRICS
-        for s, by in ((pl.lit("all"), ()), (split_slice(), ("split",)))
-    )
-    return Components(leaves, seen=task.lazy())
+    return instance_means(_tasks(rows).lazy(), METRICS)
 
 
 def definitions(display: str) -> tuple[BenchmarkMetrics, ...]:

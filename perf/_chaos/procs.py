@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,12 +82,23 @@ class Redis:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="chaos-redis-")))
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    # A round's restart runs in a thread beside the main one: one lock orders their starts and stops, and
+    # a start after close() starts nothing (a server started then outlived the seed, its folder gone).
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: bool = False
 
     @property
     def url(self) -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/0?lease_s=3"
 
     def start(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._stop()  # never two servers, one of them unreachable from here
+            self._start()
+
+    def _start(self) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
@@ -111,6 +123,10 @@ class Redis:
             return False
 
     def stop(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
@@ -122,5 +138,7 @@ class Redis:
         self.start()
 
     def close(self) -> None:
-        self.stop()
+        with self._lock:
+            self._closed = True
+            self._stop()
         shutil.rmtree(self.root, ignore_errors=True)

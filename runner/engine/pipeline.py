@@ -75,39 +75,43 @@ class VerdictRef:
 
 
 @dataclass(slots=True)
-class JudgeCounters:
-    """A share of the sweep: its pairs (planned, done, `cached`: finished from stored results, in
-    error) and the calls it made with their tokens. As it stands, one judge's share, for the board and
-    summary.json: its verdicts and its calls. Mutated only from the event loop thread."""
+class Calls:
+    """Calls made and what they took: prompt and answer tokens, and seconds (summed)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, c: Completion) -> None:
+        self.calls += 1
+        self.input_tokens += c.input_tokens
+        self.output_tokens += c.output_tokens
+        self.latency_s += c.latency_s
+
+
+@dataclass(slots=True)
+class JudgeCounters(Calls):
+    """A share of the sweep: the calls it made (above) and its pairs: planned, done (`cached`: finished
+    from stored results), in error. As it stands, one judge's share, for the board and summary.json."""
 
     planned: int = 0
     done: int = 0
     cached: int = 0
     errors: int = 0
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(slots=True)
 class Counters(JudgeCounters):
-    """One (model, benchmark)'s share, which the progress view and summary.json read: the shared
-    fields count its pairs and the model's own calls; the judge's calls on its answers apart."""
+    """One (model, benchmark)'s share: its pairs and the model's own calls, and the judge's calls on
+    its answers apart."""
 
-    judge_calls: int = 0
+    judge: Calls = field(default_factory=Calls)
     unparsed: int = 0
     # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
     # re-scores them from the stored replies, sending nothing it has.
     rescored: int = 0
     started: float = field(default_factory=time.monotonic)
-    # For the ETA (runner/watch/eta.py): the judge's tokens, and seconds the calls took (summed).
-    judge_input_tokens: int = 0
-    judge_output_tokens: int = 0
-    latency_s: float = 0.0
-    judge_latency_s: float = 0.0
-    # Prompt tokens the judge's provider served from its prefix cache, and the dollars that saved.
-    judge_cached_tokens: int = 0
-    cache_saved_usd: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,11 +405,7 @@ class Pipeline:
                 "instance_id": inst.instance_id,
             }
             self.store.append(gen)
-            c.calls += 1
-            c.input_tokens += completion.input_tokens
-            c.output_tokens += completion.output_tokens
-            c.latency_s += completion.latency_s
-            c.cache_saved_usd += completion.cache_saved_usd
+            c.add(completion)
             return gen
 
         return await self._once(key, fetch)
@@ -502,9 +502,7 @@ class Pipeline:
             "ask": ask,
             "parse": None,
         }
-        _count_judge_call(
-            call.c, self.judge_counters.setdefault(judge.spec.label, JudgeCounters()), completion
-        )
+        _count_judge_call(call.c, self.judge_counters, judge.spec.label, completion)
         if rec["status"] != "error":
             outcome = job.bench.parse(
                 call.inst, call.task, call.turn_idx, rec.get("text") or "", job.cfg.scoring
@@ -588,16 +586,16 @@ def _verdict_rows(
     return rows, status
 
 
-def _count_judge_call(c: Counters, jc: JudgeCounters, completion: Completion) -> None:
-    c.judge_calls += 1
-    c.judge_input_tokens += completion.input_tokens
-    c.judge_output_tokens += completion.output_tokens
-    c.judge_latency_s += completion.latency_s
-    c.judge_cached_tokens += completion.cached_tokens
-    c.cache_saved_usd += completion.cache_saved_usd
-    jc.calls += 1
-    jc.input_tokens += completion.input_tokens
-    jc.output_tokens += completion.output_tokens
+def _count_judge_call(
+    c: Counters, by_judge: dict[str, JudgeCounters], judge: str, completion: Completion
+) -> None:
+    """A judge call counts for the pair's (model, benchmark) and for the judge (no throwaway
+    JudgeCounters per call: this runs on every judge call)."""
+    c.judge.add(completion)
+    jc = by_judge.get(judge)
+    if jc is None:
+        jc = by_judge[judge] = JudgeCounters()
+    jc.add(completion)
 
 
 def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[int, CacheHint]:

@@ -769,7 +769,7 @@ def summary_bytes(
                 "planned": c.planned,
                 "done": c.done,
                 "errors": c.errors,
-                "calls": c.calls + c.judge_calls,
+                "calls": c.calls + c.judge.calls,
                 **tally.fields((model, bench)),
             }
             for (model, bench), c in sorted(counters.items())

@@ -106,7 +106,8 @@ class ProgressState:
         use = use_by_endpoint(tallies, self.plan.judge if self.plan is not None else None)
         panel = self.plan.panel if self.plan is not None else ()
         if len(panel) > 1:
-            # One row per judge: its own calls and tokens, and the panel's latency (not kept apart).
+            # One row per judge: its own calls and tokens, and the panel's mean latency (the ETA's walk
+            # models the panel as one endpoint: docs/design/judges.md).
             whole = use.pop(panel[0], Use())
             for label in panel:
                 jc = self.judges.get(label, JudgeCounters())

@@ -459,9 +459,9 @@ def _count_call(
         g.input_tokens += input_tokens
         g.output_tokens += output_tokens
     else:
-        g.judge_calls += 1
-        g.judge_input_tokens += input_tokens
-        g.judge_output_tokens += output_tokens
+        g.judge.calls += 1
+        g.judge.input_tokens += input_tokens
+        g.judge.output_tokens += output_tokens
         g.unparsed += rec.get("parse") == "unparsed"
 
 

@@ -129,12 +129,12 @@ class Tally:
             finished=c.done + c.errors,
             cached=c.cached,
             gen_calls=c.calls,
-            judge_calls=c.judge_calls,
+            judge_calls=c.judge.calls,
             gen_tokens=c.input_tokens + c.output_tokens,
             gen_output_tokens=c.output_tokens,
-            judge_tokens=c.judge_input_tokens + c.judge_output_tokens,
+            judge_tokens=c.judge.input_tokens + c.judge.output_tokens,
             gen_latency_s=c.latency_s,
-            judge_latency_s=c.judge_latency_s,
+            judge_latency_s=c.judge.latency_s,
             unparsed=c.unparsed,
         )
 
