@@ -23,6 +23,7 @@ from ifsweep.runner.config import BenchmarkConfig
 from ifsweep.runner.engine.warmup import WarmGate, hints_for
 from ifsweep.runner.store import keys
 from ifsweep.runner.store.keys import Identity, endpoint_identity
+from ifsweep.runner.store.seen import SeenVerdicts, verdict_problem
 from ifsweep.runner.store.shards import RunStore
 
 Outcome = Literal["done", "cached", "error", "skipped"]
@@ -142,7 +143,11 @@ class Pipeline:
     # Slots holding a verdict of the older key scheme (runner.store.keys.older_slots): a verdict written
     # there replaces it, and counts as re-scored.
     replacing: frozenset[str] = frozenset()
-    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # keys of calls in flight (_once)
+    # Keys of calls in flight (_once), each with the event its waiters wait on: made by the first waiter,
+    # so a call nobody else asks for makes none.
+    _pending: dict[str, anyio.Event | None] = field(default_factory=dict)
+    # Every verdict written or found, checked as it was: the check after the sweep reads this.
+    seen: SeenVerdicts = field(default_factory=SeenVerdicts)
 
     def __post_init__(self) -> None:
         for j in self.judges:
@@ -213,25 +218,7 @@ class Pipeline:
         spec = endpoint.spec
         c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
-        kept_error = False
-        for judge in self.panel():
-            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
-            cached = self._cached(ref.key)
-            if cached is not None and cached.get("basis") != ref.basis:
-                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
-            elif cached is None and ref.key in self.replacing:
-                ref = replace(ref, replaces=True)
-            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
-            if cached is None:
-                todo.append((judge, ref))
-            elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
-                kept_error = True
-                if jc is not None:
-                    jc.errors += 1
-            elif jc is not None:
-                jc.cached += 1
-                jc.done += 1
+        todo, kept_error = self._to_derive(spec, job, inst, gen_key, unscored)
         if not todo:
             if kept_error:
                 c.errors += 1
@@ -260,6 +247,34 @@ class Pipeline:
             return "error"
         c.done += 1
         return "done"
+
+    def _to_derive(
+        self, spec: EndpointSpec, job: BenchJob, inst: Instance, gen_key: str, unscored: frozenset[int]
+    ) -> tuple[list[tuple[SupportsComplete | None, VerdictRef]], bool]:
+        """The panel's verdicts on the pair still to derive, and whether one stays kept in error; the
+        ones stored and current are counted (and noted as seen)."""
+        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
+        kept_error = False
+        for judge in self.panel():
+            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(ref.key)
+            if cached is not None and cached.get("basis") != ref.basis:
+                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
+            elif cached is None and ref.key in self.replacing:
+                ref = replace(ref, replaces=True)
+            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
+            if cached is None:
+                todo.append((judge, ref))
+                continue
+            self._saw(ref, cached, spec, job, inst, judge)
+            if cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+                kept_error = True
+                if jc is not None:
+                    jc.errors += 1
+            elif jc is not None:
+                jc.cached += 1
+                jc.done += 1
+        return todo, kept_error
 
     async def _verdict(
         self,
@@ -297,7 +312,8 @@ class Pipeline:
                     return "skipped"
                 values.update({idx: v for idx, v in judged.items() if idx not in unscored})
         rows, status = _verdict_rows(inst, values, unscored, gen_error=gen["status"] == "error")
-        self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
+        rec = self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
+        self._saw(ref, rec, spec, job, inst, judge)
         jc = self.judge_counters.get(label) if label is not None else None
         if jc is not None:
             if status == "error":
@@ -351,19 +367,22 @@ class Pipeline:
             rec = self._cached(key)
             if rec is not None:
                 return rec
-            pending = self._pending.get(key)
-            if pending is None:
+            if key not in self._pending:
                 break
+            pending = self._pending[key]
+            if pending is None:
+                pending = self._pending[key] = anyio.Event()
             await pending.wait()
             rec = self.store.get(key)
             if rec is not None:
                 return rec
-        done = self._pending[key] = anyio.Event()
+        self._pending[key] = None
         try:
             return await fetch()
         finally:
-            del self._pending[key]
-            done.set()
+            done = self._pending.pop(key)
+            if done is not None:
+                done.set()
 
     async def _generation(
         self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
@@ -485,6 +504,20 @@ class Pipeline:
         self.store.append(rec)
         return rec
 
+    def _saw(
+        self,
+        ref: VerdictRef,
+        rec: Mapping[str, Any],
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        judge: SupportsComplete | None,
+    ) -> None:
+        """Note the verdict record now in `ref`'s slot, checked against the pair it is for."""
+        owner = (spec.label, job.cfg.label, inst.instance_id, judge.spec.label if judge else None)
+        problem = verdict_problem(rec, owner, ref.basis, len(inst.constraints))
+        self.seen.note(ref.key, problem, error=rec.get("status") == "error")
+
     def _write_verdict(
         self,
         ref: VerdictRef,
@@ -495,32 +528,32 @@ class Pipeline:
         rows: list[dict[str, Any]],
         status: str,
         judge: SupportsComplete | None = None,
-    ) -> None:
-        self.store.append(
-            {
-                "v": RECORD_VERSION,
-                "kind": "verdict",
-                "key": ref.key,
-                "basis": ref.basis,
-                "code": job.scoring_version,  # for a reader: which scoring code derived it
-                "status": status,
-                "model": spec.label,
-                "judge": judge.spec.label if judge is not None else None,
-                "benchmark": job.cfg.label,
-                "instance_id": inst.instance_id,
-                "group_id": inst.group_id,
-                "level": inst.level,
-                "category": inst.category,
-                "split": inst.split,
-                "gen_key": gen_key,
-                "scoring": job.cfg.scoring,
-                "rows": rows,
-                # Constraints left without a row by the benchmark's (or the reference's) rule: with the
-                # rows they account for every constraint, which check_verdicts verifies.
-                "skipped": len(inst.constraints) - len(rows),
-                "ts": time.time(),
-            }
-        )
+    ) -> dict[str, Any]:
+        rec = {
+            "v": RECORD_VERSION,
+            "kind": "verdict",
+            "key": ref.key,
+            "basis": ref.basis,
+            "code": job.scoring_version,  # for a reader: which scoring code derived it
+            "status": status,
+            "model": spec.label,
+            "judge": judge.spec.label if judge is not None else None,
+            "benchmark": job.cfg.label,
+            "instance_id": inst.instance_id,
+            "group_id": inst.group_id,
+            "level": inst.level,
+            "category": inst.category,
+            "split": inst.split,
+            "gen_key": gen_key,
+            "scoring": job.cfg.scoring,
+            "rows": rows,
+            # Constraints left without a row by the benchmark's (or the reference's) rule: with the
+            # rows they account for every constraint, which check_verdicts verifies.
+            "skipped": len(inst.constraints) - len(rows),
+            "ts": time.time(),
+        }
+        self.store.append(rec)
+        return rec
 
 
 def _verdict_rows(
