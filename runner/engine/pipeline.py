@@ -516,7 +516,7 @@ class Pipeline:
         """Note the verdict record now in `ref`'s slot, checked against the pair it is for."""
         owner = (spec.label, job.cfg.label, inst.instance_id, judge.spec.label if judge else None)
         problem = verdict_problem(rec, owner, ref.basis, len(inst.constraints))
-        self.seen.note(ref.key, problem, error=rec.get("status") == "error")
+        self.seen.note(ref.key, problem, owner, error=rec.get("status") == "error")
 
     def _write_verdict(
         self,

@@ -52,6 +52,7 @@ from ifsweep.runner.store.manifest import (
     relabel_legacy_judge,
     write_manifest,
 )
+from ifsweep.runner.store.seen import Owner
 from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_sweep_verdicts, planned_verdicts
@@ -477,9 +478,11 @@ async def _finish(run: _Run, books: _Books, ended: _Ended) -> SweepResult:
     if status == "complete":
         try:
             pipeline = ended.pipeline
-            expected = sum(c.planned for c in counters.values()) * len(pipeline.panel())
             check_sweep_verdicts(
-                run.store, pipeline.seen, expected, lambda: _planned(pipeline, cfg, run.work, books.keep)
+                run.store,
+                pipeline.seen,
+                lambda: _owners(pipeline, cfg, run.work, books.keep),
+                lambda: _planned(pipeline, cfg, run.work, books.keep),
             )
         except IncompleteVerdicts as e:
             status, message = "failed", str(e)
@@ -525,6 +528,13 @@ def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dic
         (s.label, job.cfg.label, inst.instance_id) for s, job, inst in all_pairs(work, cfg.models, keep)
     }
     return tally.by_kind(planned.__contains__)
+
+
+def _owners(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Owner]:
+    judges = [judge.spec.label if judge is not None else None for judge in pipeline.panel()]
+    for spec, job, inst in all_pairs(work, cfg.models, keep):
+        for judge in judges:
+            yield spec.label, job.cfg.label, inst.instance_id, judge
 
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:

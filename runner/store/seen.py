@@ -11,11 +11,11 @@ verdict, whose slot may still hold an older success) hands over to the full chec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SeenVerdicts", "shared_keys", "verdict_problem"]
+__all__ = ["Owner", "SeenVerdicts", "owners_print", "shared_keys", "verdict_problem"]
 
 # Below this many keys a set finds the shared ones at once; above it NumPy's sort keeps memory at 16
 # bytes a key (a set of bytes holds about 90), and its 0.15 s import is small beside such a run.
@@ -51,15 +51,47 @@ class SeenVerdicts:
 
     keys: bytearray = field(default_factory=bytearray)
     doubtful: int = 0  # verdicts with a problem, or in error: the full check decides about them
+    # The pairs the verdicts are for, as a multiset fingerprint (`owners_print`): the check compares it
+    # with the plan's, so a pair the pipeline never reached cannot hide behind another seen twice
+    # under two keys, which the count and the keys alone would not tell.
+    owners: int = 0
 
-    def note(self, key: str, problem: str | None, *, error: bool = False) -> None:
+    def note(self, key: str, problem: str | None, owner: Owner, *, error: bool = False) -> None:
         self.keys += bytes.fromhex(key)
+        self.owners = (self.owners + _owner_hash(owner)) & _MASK
         if problem is not None or error:
             self.doubtful += 1
 
-    def all_sound(self, expected: int) -> bool:
-        """Exactly `expected` verdicts seen, each its own key, none doubtful."""
-        return not self.doubtful and len(self.keys) == 16 * expected and not shared_keys(self.keys)
+    def all_sound(self, planned: Iterable[Owner]) -> bool:
+        """Every planned verdict seen, for the planned pairs and no other, each its own key, none doubtful.
+        `planned`: the plan's owners, one per verdict (cheap: no key is computed)."""
+        expected, owners = owners_print(planned)
+        return (
+            not self.doubtful
+            and len(self.keys) == 16 * expected
+            and self.owners == owners
+            and not shared_keys(self.keys)
+        )
+
+
+# (model, table, instance id, judge or None): whose verdict a record is.
+Owner = tuple[str, str, str, str | None]
+_MASK = (1 << 64) - 1
+
+
+def _owner_hash(owner: Owner) -> int:
+    # Python's own hash: salted per process, which is all this needs (both sides hash in one process).
+    return hash(owner) & _MASK
+
+
+def owners_print(owners: Iterable[Owner]) -> tuple[int, int]:
+    """(how many, the sum of their hashes modulo 2**64): equal for two multisets of owners but by a
+    64-bit coincidence only when they are the same."""
+    n = total = 0
+    for owner in owners:
+        n += 1
+        total = (total + _owner_hash(owner)) & _MASK
+    return n, total
 
 
 def shared_keys(raw: bytes | bytearray) -> set[str]:
