@@ -142,3 +142,17 @@ def test_a_shard_that_cannot_be_read_stops_the_first_pass_and_the_pages_say_so(t
             time.sleep(0.1)
         assert f"indexing stopped at {MODELS * 80:,} records: " in html and "Is a directory" in html
         assert matched(get(url, "/list/cfbench/m0")) == 40  # what was read is served
+
+
+def test_a_link_followed_while_the_first_pass_reads_is_answered_once_it_is_done(tmp_path: Path) -> None:
+    """The pair read last, asked for before the first pass reaches it (a bookmark, an export's link, a
+    viewer started a moment ago): its page once the pass is done, not a Not found for a pair only not
+    read yet. (CI met that 404 on a small run read slowly under load.)"""
+    from test_view import instance_path
+
+    run = tmp_path / "large"
+    write_run(run)
+    with serving(run) as url:
+        html = get(url, instance_path("cfbench", f"m{MODELS - 1}", f"i{INSTANCES - 1}"))
+        assert progress(get(url, "/")) is None  # the pass had not reached it: this page waited for it
+    assert f"i{INSTANCES - 1}" in html and "answer" in html

@@ -46,6 +46,8 @@ OVERVIEW_EVERY_S = 2.0  # while shards grow, the leaderboards are recomputed at 
 # Bytes of shards the first pass reads between two looks at the requests waiting: a few thousand
 # records, tens of milliseconds on a loaded machine.
 STEP_BYTES = 1 << 20
+# How long a list or instance page the index does not hold yet waits for the first pass to end.
+WAIT_FIRST_PASS_S = 15.0
 
 
 @dataclass(eq=False, slots=True)
@@ -69,6 +71,7 @@ class ViewState:
     _computing: bool = False
     _overview: Overview | None = None
     _overview_seen: tuple[int, float, str] = (-1, 0.0, "")
+    _first_pass: Any = None  # an anyio.Event, set when the first pass ends (made in the server's loop)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -107,10 +110,19 @@ class ViewState:
             try:
                 while await anyio.to_thread.run_sync(one_step):
                     pass
+                self.indexing = False
             except OSError as e:  # a shard that cannot be read: serve what was read, saying where it stopped
                 self.index_error = str(e)
-                return
-            self.indexing = False
+            finally:
+                self.first_pass_over().set()
+
+    def first_pass_over(self) -> Any:
+        """The anyio.Event set when the first pass ends, done or stopped short."""
+        import anyio
+
+        if self._first_pass is None:
+            self._first_pass = anyio.Event()
+        return self._first_pass
 
     def refresh(self) -> None:
         """What the shards gained, before a page is made; nothing while the first pass reads them."""
@@ -270,6 +282,8 @@ def make_app(
         segments = [unquote(s) for s in raw.split("/")[1:]]
         with state.lock:  # the first pass's steps run on a worker thread: never while a page is made
             response = route(state, segments, dict(request.query))
+        if response.status == 404 and segments[0] in ("list", "instance"):
+            response = await _after_first_pass(state, segments, dict(request.query), response)
         if segments == [""] and spawn is not None and state.boards_stale():
             spawn(state.recompute_boards)
         return response
@@ -277,6 +291,23 @@ def make_app(
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handle)
     return app
+
+
+async def _after_first_pass(
+    state: ViewState, segments: list[str], query: dict[str, str], response: web.Response
+) -> web.Response:
+    """A page the index does not hold while its first pass still reads the shards: asked again once
+    the pass is done (within WAIT_FIRST_PASS_S), so a link followed early (a bookmark, an export's, a
+    viewer started a moment ago) is not answered Not found for a pair only not read yet."""
+    import anyio
+
+    if state.indexing and not state.index_error:
+        with anyio.move_on_after(WAIT_FIRST_PASS_S):
+            await state.first_pass_over().wait()
+    if state.indexing:
+        return response  # still reading (or stopped short): the 404 says how far it got
+    with state.lock:
+        return route(state, segments, query)
 
 
 def bind(host: str, port: int) -> socket.socket:
