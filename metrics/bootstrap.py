@@ -125,8 +125,9 @@ def _positions(part: UnitCells, benchmark: str, keys: pl.DataFrame, units: pl.Da
     (-1: another benchmark's)."""
     stats = part.stats.filter(pl.col("benchmark") == benchmark).join(keys, on=list(STAT_KEY))
     mine = part.units.filter(pl.col("benchmark") == benchmark).join(units, on="unit")
-    k = _lookup(stats, "s", "k", part.stats.height)[part.cells.get_column("s").to_numpy()]
-    u = _lookup(mine, "c", "u", part.units.height)[part.cells.get_column("c").to_numpy()]
+    s, c = part.cells.get_column("s").to_numpy(), part.cells.get_column("c").to_numpy()
+    k = _lookup(stats, "s", "k", part.stats.height)[s]
+    u = _lookup(mine, "c", "u", int(c.max(initial=0)) + 1)[c]
     return np.where((k >= 0) & (u >= 0), u * keys.height + k, -1)
 
 

@@ -123,14 +123,21 @@ class Leaf:
         source = self.units if frame is None else frame
         return source.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
 
-    def _summed(self, frame: pl.LazyFrame, key: list[str], *, units: bool = False) -> pl.LazyFrame:
-        """num and den per `key`; `units`: the groups are units, almost all of a row or two."""
-        total = summed_exactly if units else _ordered_sums
+    def _summed(self, frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
+        """num and den per `key`, through `expand` when there is one."""
         if self.expand is None:
-            return total(frame, key)
+            return _ordered_sums(frame, key)
         mapped = [c for c in self.expand.collect_schema() if c not in self.by]
         again = [c for c in key if c not in self.by] + mapped
-        return total(total(frame, key).join(self.expand, on=list(self.by), how="inner"), again)
+        # Whole numbers sum exactly in any grouping, so a single group-by of the expanded rows gives
+        # what summing per `key` first and per `again` after gives (InFoBench's counts; at 10M rows
+        # the first group-by, one group per row, cost 1.2 GB); fractions are summed in that order.
+        once = _plain_sums(frame.join(self.expand, on=list(self.by), how="inner"), again)
+        if once.get_column("_whole").all():
+            return once.drop("_whole").lazy()
+        return _ordered_sums(
+            _ordered_sums(frame, key).join(self.expand, on=list(self.by), how="inner"), again
+        )
 
     def _shaped(self, frame: pl.LazyFrame, *unit: pl.Expr) -> pl.LazyFrame:
         return frame.select(
@@ -143,11 +150,20 @@ class Leaf:
             "den",
         ).filter(pl.col("slice").is_not_null())
 
-    def _unit_frame(self) -> pl.LazyFrame:
-        """One row per (benchmark, model, unit, slice columns) with its num and den."""
+    def _unit_frame(self, *, coded: bool = False) -> pl.LazyFrame:
+        """One row per (benchmark, model, unit, slice columns) with its num and den. `coded`: model and
+        unit as Categorical (string ones cast to categories private to the call) before any sum, so
+        the group-bys key on 32-bit codes instead of strings."""
         key = ["benchmark", "model", self.unit, *self.by]
         frame = self._values(*key)
-        return frame if self.expand is None else self._summed(frame, key, units=True)
+        if coded:
+            ids = pl.Categorical(pl.Categories.random())
+            schema = frame.collect_schema()
+            frame = frame.with_columns(
+                pl.col(c) if isinstance(schema[c], pl.Categorical) else pl.col(c).cast(ids)
+                for c in ("model", self.unit)
+            )
+        return frame if self.expand is None else self._summed(frame, key)
 
     def per_unit(self) -> pl.LazyFrame:
         """LEAF_SCHEMA rows: one per (statistic, unit), what paired differences resample."""
@@ -158,7 +174,7 @@ class Leaf:
         """The rows of `per_unit` as codes: the statistic's and the unit's names are formatted once per
         distinct statistic and unit, not on each of the (statistic, unit) rows (13M rows over 10M
         InFoBench verdict rows: as six strings each they took 7.4 GB to index for the bootstrap)."""
-        frame = self._unit_frame().collect(engine="streaming")
+        frame = self._unit_frame(coded=True).collect(engine="streaming")
         cols = [c for c in frame.columns if c not in (self.unit, "num", "den")]
         stats = (
             frame.select(cols)
@@ -167,12 +183,13 @@ class Leaf:
             .filter(pl.col("slice").is_not_null())
             .with_row_index("s")
         )
-        named = frame.join(stats.select(*cols, "s"), on=cols, how="inner", nulls_equal=True).drop(
-            [c for c in cols if c != "benchmark"]
+        cells = frame.join(stats.select(*cols, "s"), on=cols, how="inner", nulls_equal=True).select(
+            "benchmark", "s", pl.col(self.unit).to_physical().alias("c"), self.unit, "num", "den"
         )
         del frame
-        units = named.select("benchmark", self.unit).unique().with_row_index("c")
-        cells = named.join(units, on=["benchmark", self.unit], how="inner").select("s", "c", "num", "den")
+        units = cells.select(
+            "c", pl.col("benchmark").cast(pl.String), pl.col(self.unit).cast(pl.String).alias("unit")
+        )
         return UnitCells(
             self.unit_kind,
             stats.select(
@@ -182,10 +199,8 @@ class Leaf:
                 pl.lit(self.metric).alias("metric"),
                 "slice",
             ),
-            units.select(
-                "c", pl.col("benchmark").cast(pl.String), pl.col(self.unit).cast(pl.String).alias("unit")
-            ),
-            cells,
+            units.unique(),
+            cells.select("s", "c", "num", "den"),
         )
 
     def sums(self) -> pl.LazyFrame:
@@ -212,15 +227,20 @@ def _whole(name: str) -> pl.Expr:
     return ((c >= 0) & (c == c.floor())).all() & (c.null_count() == 0) & (c.sum() < _EXACT)
 
 
+def _plain_sums(frame: pl.LazyFrame, key: list[str]) -> pl.DataFrame:
+    """num and den summed plainly per `key`, and `_whole`: whether both sums are exact (`_whole`)."""
+    sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
+    # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
+    return frame.group_by(key).agg(*sums).collect(engine="streaming")
+
+
 def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
     """num and den per `key`, bit for bit the same under any row order: a plain streaming sum for each
     group of whole numbers (`_whole`: counts, and the 0/1 of a rate such as coverage or HSR), and
     `ordered_sum` only for the others, whose sort per group is no streaming aggregation: the engine
     then held every unit in memory (100M InFoBench rows: 3.6 GB of peak RSS summing 18M instances'
     counts, where DRFR and coverage are whole numbers throughout)."""
-    sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
-    # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
-    plain = frame.group_by(key).agg(*sums).collect(engine="streaming")
+    plain = _plain_sums(frame, key)
     whole = plain.get_column("_whole")
     exact = plain.filter(whole).drop("_whole").lazy()
     if whole.all():
@@ -228,17 +248,6 @@ def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
     rest = plain.filter(~whole).select(key).lazy()
     mine = frame.join(rest, on=key, how="semi", nulls_equal=True)
     return pl.concat([exact, mine.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))])
-
-
-def summed_exactly(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
-    """num and den summed per `key`, bit for bit the same under any row order. A group of one or two
-    rows is summed plainly (x + y == y + x exactly); only larger groups pay for `ordered_sum`, whose
-    sort per group costs about 8x a plain sum: the bootstrap's units (InFoBench: one per instance and
-    type) are almost all of one row (measured: 1M rows' type units, 25 s all ordered)."""
-    sized = frame.with_columns(pl.len().over(key).alias("_rows"))
-    small = sized.filter(pl.col("_rows") <= 2).group_by(key).agg(pl.col("num").sum(), pl.col("den").sum())
-    large = sized.filter(pl.col("_rows") > 2).group_by(key).agg(ordered_sum("num"), ordered_sum("den"))
-    return pl.concat([small, large])
 
 
 def _typed(frame: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:

@@ -45,7 +45,11 @@ def infobench_components(rows: pl.LazyFrame) -> Components:
     # Per type string, summed in the same streaming pass; per (instance, type) only for the bootstrap,
     # which is what the leaf's units are (almost one per row: never collected for point estimates).
     totals = streamed(mine.group_by("model", "constraint_type").agg(sat, cnt).with_columns(with_bench))
-    units = mine.group_by(*_KEY[1:], "constraint_type").agg(sat, cnt).with_columns(with_bench)
+    # Keyed by codes of categories private to the call: over string keys this group-by of about one
+    # group per row held 2.05 GB at 10M rows, over the codes 1.31 GB.
+    ids = pl.Categorical(pl.Categories.random())
+    coded = mine.with_columns(pl.col(*_KEY[1:]).cast(ids))
+    units = coded.group_by(*_KEY[1:], "constraint_type").agg(sat, cnt).with_columns(with_bench)
     s, c = pl.col("sat"), pl.col("cnt")
     leaves = (
         *split_leaves(kept, "DRFR", s, c),
