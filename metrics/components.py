@@ -8,9 +8,10 @@ bootstrap both evaluate this one description, so they cannot drift apart.
 
 A `Leaf` describes a family of leaf statistics over a frame with one row per unit. Point estimates only
 need each statistic's two sums, so `Leaf.sums` groups the units by the columns the slice is made of and
-formats slice names for a few thousand statistics; only the bootstrap asks for one row per (statistic,
-unit) (`Leaf.per_unit`). Measured on 10M verdict rows: point estimates over the 6.3M per-unit rows, with
-a formatted slice string each, took 4.3 s; over the sums, under 0.1 s.
+formats slice names for a few thousand statistics; the bootstrap asks for one cell per (statistic,
+unit) as codes (`Leaf.unit_cells`), paired differences for those rows with names (`Leaf.per_unit`).
+Measured on 10M verdict rows: point estimates over the 6.3M per-unit rows, with a formatted slice
+string each, took 4.3 s; over the sums, under 0.1 s.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ class Leaf:
         ).filter(pl.col("slice").is_not_null())
 
     def _unit_frame(self, *, coded: bool = False) -> pl.LazyFrame:
-        """One row per (benchmark, model, unit, slice columns) with its num and den. `coded`: model and
-        unit as Categorical (string ones cast to categories private to the call) before any sum, so
-        the group-bys key on 32-bit codes instead of strings."""
+        """One row per (benchmark, model, unit, slice columns) with its num and den. `coded`: benchmark,
+        model and unit as Categorical (string ones cast to categories private to the call) before any
+        sum, so the group-bys key on 32-bit codes instead of strings."""
         key = ["benchmark", "model", self.unit, *self.by]
         frame = self._values(*key)
         if coded:
@@ -161,7 +162,7 @@ class Leaf:
             schema = frame.collect_schema()
             frame = frame.with_columns(
                 pl.col(c) if isinstance(schema[c], pl.Categorical) else pl.col(c).cast(ids)
-                for c in ("model", self.unit)
+                for c in ("benchmark", "model", self.unit)
             )
         return frame if self.expand is None else self._summed(frame, key)
 
@@ -221,17 +222,24 @@ _EXACT = float(2**53)
 
 
 def _whole(name: str) -> pl.Expr:
-    """Aggregation: every value of `name` is a whole number >= 0 (none null) and their sum is below
-    2^53, so a plain sum of them is exact whatever the order of its additions."""
+    """Aggregation: every value of `name` is a whole number >= 0 (none null). Its plain sum is then exact
+    whatever the order of its additions if it is below 2^53 (`_exact`); one boolean state per group."""
     c = pl.col(name)
-    return ((c >= 0) & (c == c.floor())).all() & (c.null_count() == 0) & (c.sum() < _EXACT)
+    return ((c >= 0) & (c == c.floor())).fill_null(False).all()
+
+
+def _exact(frame: pl.DataFrame) -> pl.Series:
+    """Per row of `_plain_sums`: both sums of whole numbers, and below 2^53 (a true sum past it rounds to
+    a float sum past it, so checking the float sum is enough)."""
+    return frame.select(pl.col("_whole") & (pl.col("num") < _EXACT) & (pl.col("den") < _EXACT)).to_series()
 
 
 def _plain_sums(frame: pl.LazyFrame, key: list[str]) -> pl.DataFrame:
-    """num and den summed plainly per `key`, and `_whole`: whether both sums are exact (`_whole`)."""
+    """num and den summed plainly per `key`, and `_whole`: whether both sums are exact."""
     sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
     # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
-    return frame.group_by(key).agg(*sums).collect(engine="streaming")
+    plain = frame.group_by(key).agg(*sums).collect(engine="streaming")
+    return plain.with_columns(_exact(plain).alias("_whole"))
 
 
 def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
