@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_metrics import CATALOG, Row, as_dict, frame, metrics_of, row, verdict_rows
@@ -22,7 +23,7 @@ from ifsweep.metrics.bootstrap import (
     unit_index,
     weight_batches,
 )
-from ifsweep.metrics.components import LEAF_SCHEMA, PARENT_SCHEMA, STAT_KEY
+from ifsweep.metrics.components import LEAF_SCHEMA, PARENT_SCHEMA, ROWS_PER_PART, STAT_KEY
 from ifsweep.metrics.compute import all_components, components_of, validated
 
 
@@ -217,14 +218,16 @@ def test_cells_a_slice_names_twice_are_summed_as_in_the_frame() -> None:
     assert got.height == 6 and got.equals(want)
 
 
+@pytest.mark.parametrize("rows_per_part", [ROWS_PER_PART, 7])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(verdict_rows())
-def test_unit_cells_decode_to_the_per_unit_rows(rows: list[Row]) -> None:
+@given(rows=verdict_rows())
+def test_unit_cells_decode_to_the_per_unit_rows(rows: list[Row], rows_per_part: int) -> None:
     """Each cell's codes name the statistic and unit of a per-unit row, with its num and den, for every
-    leaf family of every benchmark and coverage."""
+    leaf family of every benchmark and coverage; units made of rows (InFoBench's per type) summed in
+    one part or in parts of 7 rows."""
     c = all_components(validated(frame(rows), CATALOG)[0], CATALOG)
     for leaf in c.leaves:
-        cells = leaf.unit_cells()
+        cells = leaf.unit_cells(rows_per_part)
         decoded = (
             cells.cells.join(cells.stats, on="s")
             .join(cells.units.drop("benchmark"), on="c")
