@@ -354,7 +354,8 @@ class EndpointLimiter:
     @property
     def congested(self) -> bool:
         """More calls would only queue here: some already wait to be admitted, or a back-off holds all."""
-        return self.waiting > 0 or self.pause_left_s() > 0
+        # paused_until stays 0 until a first pause: a sweep never paused reads no clock here.
+        return self.waiting > 0 or (self.paused_until > 0 and self.pause_left_s() > 0)
 
     def release(self, admission: Admission, *, used_tokens: int | None, ok: bool) -> None:
         """Free the slot. `used_tokens` None means unknown (the call may have run): keep the reservation."""
@@ -418,12 +419,11 @@ class EndpointLimiter:
         shortfall (never longer than its announced reset). With shared allowances, what is left
         caps the shared bucket instead."""
         headers = with_anthropic_limits(headers)
-        windows: tuple[Window, Window] = ("requests", "tokens")
-        for window in windows:
-            limit = _int(header(headers, f"x-ratelimit-limit-{window}"))
+        for window, (limit_name, remaining_name, reset_name) in _WINDOW_HEADERS:
+            limit = _int(header(headers, limit_name))
             if limit is not None and limit > 0:
                 self._learn(window, limit)
-            remaining = _int(header(headers, f"x-ratelimit-remaining-{window}"))
+            remaining = _int(header(headers, remaining_name))
             if remaining is None:
                 continue
             known = limit or (self.rpm_limit if window == "requests" else self.tpm_limit)
@@ -435,7 +435,7 @@ class EndpointLimiter:
             if not known or remaining >= need + 1:
                 continue
             wait = (need + 1 - remaining) * 60.0 / known
-            reset_text = header(headers, f"x-ratelimit-reset-{window}")
+            reset_text = header(headers, reset_name)
             reset = parse_duration(reset_text) if reset_text else None
             if reset is not None:
                 wait = min(wait, reset)
@@ -478,11 +478,19 @@ class EndpointLimiter:
             self._emit(ProviderEvent(kind, self.name, message, wait_s))
 
 
+# Per window, the headers `observe` reads: (window, (limit, remaining, reset)).
+_WINDOW_HEADERS: tuple[tuple[Window, tuple[str, str, str]], ...] = tuple(
+    (w, (f"x-ratelimit-limit-{w}", f"x-ratelimit-remaining-{w}", f"x-ratelimit-reset-{w}"))
+    for w in ("requests", "tokens")
+)
+
+
 def with_anthropic_limits(headers: Mapping[str, str]) -> Mapping[str, str]:
     """Anthropic's anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset} (as sent, or as LiteLLM
     passes them on, prefixed llm_provider-) under the x-ratelimit-* names `observe` reads; a reset, an
     RFC 3339 time there, becomes seconds from now. Other headers come back unchanged."""
-    if not any("anthropic-ratelimit-" in k.lower() for k in headers):
+    # One lowered string of the names, not one per name: this runs on every reply.
+    if "anthropic-ratelimit-" not in "\n".join(headers).lower():
         return headers
     found: dict[str, str] = {}
     for window in ("requests", "tokens"):

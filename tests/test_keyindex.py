@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 from array import array
 
 import pytest
@@ -137,3 +140,21 @@ def test_memory_per_key_stays_small() -> None:
     for _ in range(100_000):
         index.put(rng.randbytes(16), 3, rng.randrange(1 << 30), 500, False)
     assert index.nbytes() / len(index) < 45  # 28 bytes of entry + a third-to-two-thirds-full slot table
+
+
+def test_a_growing_index_of_a_small_sweep_never_imports_numpy() -> None:
+    # A fresh sweep of a few thousand calls grows its index by put() alone: NumPy's import (0.15 s)
+    # would be a tenth of its CPU. Measured in a child, where nothing else has imported it.
+    code = textwrap.dedent(
+        """
+        import sys
+        from ifsweep.runner.store.keyindex import KeyIndex
+        index = KeyIndex()
+        for i in range(20_000):
+            index.put(i.to_bytes(16, "little"), 0, i * 100, 100, False)
+        assert all(index.get(i.to_bytes(16, "little")) == (0, i * 100, 100, False) for i in range(20_000))
+        print("numpy" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

@@ -230,6 +230,36 @@ def test_check_verdicts_names_missing_shared_and_foreign_records(tmp_path: Path)
             check_verdicts(store, lambda: pairs)
 
 
+def test_a_resumed_sweep_checks_each_stored_verdict_it_finds(
+    tmp_path: Path, sims: tuple[SimulatorThread, SimulatorThread]
+) -> None:
+    # The check after a sweep reuses the keys the pipeline computed and the records it found
+    # (runner/store/seen.py): a stored verdict a row short, or another pair's, still fails the run.
+    a, _ = sims
+    out = tmp_path / "run"
+    cfg = tmp_path / "sweep.toml"
+    models = [_model("alpha", "openai/sim-alpha", a.base_url)]
+    cfg.write_text(_config(out, "cfbench", _fixture("cfbench"), models, a.base_url))
+    assert main(["run", str(cfg)]) == 0
+    verdicts = sorted(stored_records(out, {"verdict"}), key=lambda v: str(v["instance_id"]))
+    short, foreign = verdicts[0], verdicts[1]
+    with RunStore.open(out, writer_id="tamper") as store:
+        store.append({**short, "rows": short["rows"][1:]})
+        store.append({**foreign, "instance_id": verdicts[2]["instance_id"]})
+    sent = a.stats.requests
+    assert main(["run", str(cfg)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and a.stats.requests == sent
+    n, told = len(short["rows"]), summary["message"]
+    assert f"alpha / cfbench / {short['instance_id']} (judge judge): {n - 1} rows for {n} constraints" in told
+    other = verdicts[2]["instance_id"]
+    assert (
+        f"alpha / cfbench / {foreign['instance_id']} (judge judge): its verdict key holds the record of "
+        in told
+    )
+    assert f"'{other}')" in told
+
+
 # ------------------------------------------------------------------------------ older run directories
 
 

@@ -83,6 +83,12 @@ def test_bad_records_are_refused_with_clear_errors() -> None:
         encode_line({"kind": 'a"b', "key": record_key(1)})
     with pytest.raises(ValueError, match="'status'"):
         encode_line({"kind": "generation", "key": record_key(1), "status": "bad status"})
+    # A key is lowercase hex of an even length from 16 to 64: each edge refused, with the same words.
+    for key in ("ab" * 7 + "a", "a" * 17, "A" * 32, "ab" * 33, "g" * 32, "ab" * 8 + "\n"):
+        with pytest.raises(ValueError, match="record key must be lowercase hex"):
+            encode_line({"kind": "generation", "key": key})
+    for key in ("ab" * 8, "0" * 64, record_key(1)):
+        assert encode_line({"kind": "generation", "key": key}).endswith(b"\n")
 
 
 def test_append_get_done_and_reopen(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from ifsweep.runner.config import BenchmarkConfig
 from ifsweep.runner.engine.warmup import WarmGate, hints_for
 from ifsweep.runner.store import keys
 from ifsweep.runner.store.keys import Identity, endpoint_identity
+from ifsweep.runner.store.seen import SeenVerdicts, verdict_problem
 from ifsweep.runner.store.shards import RunStore
 
 Outcome = Literal["done", "cached", "error", "skipped"]
@@ -142,7 +143,11 @@ class Pipeline:
     # Slots holding a verdict of the older key scheme (runner.store.keys.older_slots): a verdict written
     # there replaces it, and counts as re-scored.
     replacing: frozenset[str] = frozenset()
-    _pending: dict[str, anyio.Event] = field(default_factory=dict)  # keys of calls in flight (_once)
+    # Keys of calls in flight (_once), each with the event its waiters wait on: made by the first waiter,
+    # so a call nobody else asks for makes none.
+    _pending: dict[str, anyio.Event | None] = field(default_factory=dict)
+    # Every verdict written or found, checked as it was: the check after the sweep reads this.
+    seen: SeenVerdicts = field(default_factory=SeenVerdicts)
 
     def __post_init__(self) -> None:
         for j in self.judges:
@@ -213,25 +218,7 @@ class Pipeline:
         spec = endpoint.spec
         c = self.counters[(spec.label, job.cfg.label)]
         gen_key = self.generation_key(spec, inst)
-        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
-        kept_error = False
-        for judge in self.panel():
-            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
-            cached = self._cached(ref.key)
-            if cached is not None and cached.get("basis") != ref.basis:
-                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
-            elif cached is None and ref.key in self.replacing:
-                ref = replace(ref, replaces=True)
-            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
-            if cached is None:
-                todo.append((judge, ref))
-            elif cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
-                kept_error = True
-                if jc is not None:
-                    jc.errors += 1
-            elif jc is not None:
-                jc.cached += 1
-                jc.done += 1
+        todo, kept_error = self._to_derive(spec, job, inst, gen_key, unscored)
         if not todo:
             if kept_error:
                 c.errors += 1
@@ -250,12 +237,9 @@ class Pipeline:
         if len(todo) == 1:
             await judge_one(0, *todo[0])
         else:
-            try:
-                async with anyio.create_task_group() as tg:
-                    for i, (judge, ref) in enumerate(todo):
-                        tg.start_soon(judge_one, i, judge, ref)
-            except BaseExceptionGroup as group:
-                raise _budget_only(group) or group from None
+            await _together(
+                [functools.partial(judge_one, i, judge, ref) for i, (judge, ref) in enumerate(todo)]
+            )
         if "skipped" in found:
             return "skipped"  # a judge's own cap ran out: the pair is not finished (summary says why)
         if kept_error or "error" in found:
@@ -263,6 +247,34 @@ class Pipeline:
             return "error"
         c.done += 1
         return "done"
+
+    def _to_derive(
+        self, spec: EndpointSpec, job: BenchJob, inst: Instance, gen_key: str, unscored: frozenset[int]
+    ) -> tuple[list[tuple[SupportsComplete | None, VerdictRef]], bool]:
+        """The panel's verdicts on the pair still to derive, and whether one stays kept in error; the
+        ones stored and current are counted (and noted as seen)."""
+        todo: list[tuple[SupportsComplete | None, VerdictRef]] = []
+        kept_error = False
+        for judge in self.panel():
+            ref = self.verdict_ref(gen_key, spec, job, inst, unscored, judge)
+            cached = self._cached(ref.key)
+            if cached is not None and cached.get("basis") != ref.basis:
+                ref, cached = replace(ref, replaces=True), None  # derived from something else: anew
+            elif cached is None and ref.key in self.replacing:
+                ref = replace(ref, replaces=True)
+            jc = self.judge_counters.get(judge.spec.label) if judge is not None else None
+            if cached is None:
+                todo.append((judge, ref))
+                continue
+            self._saw(ref, cached, spec, job, inst, judge)
+            if cached.get("status") == "error":  # kept as is under --no-retry-errors: still an error
+                kept_error = True
+                if jc is not None:
+                    jc.errors += 1
+            elif jc is not None:
+                jc.cached += 1
+                jc.done += 1
+        return todo, kept_error
 
     async def _verdict(
         self,
@@ -300,7 +312,8 @@ class Pipeline:
                     return "skipped"
                 values.update({idx: v for idx, v in judged.items() if idx not in unscored})
         rows, status = _verdict_rows(inst, values, unscored, gen_error=gen["status"] == "error")
-        self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
+        rec = self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
+        self._saw(ref, rec, spec, job, inst, judge)
         jc = self.judge_counters.get(label) if label is not None else None
         if jc is not None:
             if status == "error":
@@ -332,19 +345,14 @@ class Pipeline:
             results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
 
         try:
-            async with anyio.create_task_group() as tg:
-                for i, task in enumerate(tasks):
-                    tg.start_soon(run_task, i, task)
-        except BaseExceptionGroup as group:
-            # The budget running out under one judge task is the scheduler's signal to stop
-            # dispatching, not a failure: hand it on unwrapped, as a single call would.
-            exhausted = _budget_only(group)
-            if exhausted is not None and exhausted.scope == judge.spec.label:
+            await _together([functools.partial(run_task, i, task) for i, task in enumerate(tasks)])
+        except BudgetExhausted as exhausted:
+            if exhausted.scope == judge.spec.label:
                 self.exhausted_judges.add(judge.spec.label)
                 if all(j.spec.label in self.exhausted_judges for j in self.judges):
-                    raise exhausted from None
+                    raise
                 return None
-            raise exhausted or group from None
+            raise
         if any(r is None for r in results):
             # A cut-off turn is no verdict (the resume judges it): end as the cancellation it was.
             raise anyio.get_cancelled_exc_class()(f"judge {judge.spec.label}: turns cut off")
@@ -359,19 +367,22 @@ class Pipeline:
             rec = self._cached(key)
             if rec is not None:
                 return rec
-            pending = self._pending.get(key)
-            if pending is None:
+            if key not in self._pending:
                 break
+            pending = self._pending[key]
+            if pending is None:
+                pending = self._pending[key] = anyio.Event()
             await pending.wait()
             rec = self.store.get(key)
             if rec is not None:
                 return rec
-        done = self._pending[key] = anyio.Event()
+        self._pending[key] = None
         try:
             return await fetch()
         finally:
-            del self._pending[key]
-            done.set()
+            done = self._pending.pop(key)
+            if done is not None:
+                done.set()
 
     async def _generation(
         self, endpoint: SupportsComplete, job: BenchJob, inst: Instance, key: str, c: Counters
@@ -493,6 +504,20 @@ class Pipeline:
         self.store.append(rec)
         return rec
 
+    def _saw(
+        self,
+        ref: VerdictRef,
+        rec: Mapping[str, Any],
+        spec: EndpointSpec,
+        job: BenchJob,
+        inst: Instance,
+        judge: SupportsComplete | None,
+    ) -> None:
+        """Note the verdict record now in `ref`'s slot, checked against the pair it is for."""
+        owner = (spec.label, job.cfg.label, inst.instance_id, judge.spec.label if judge else None)
+        problem = verdict_problem(rec, owner, ref.basis, len(inst.constraints))
+        self.seen.note(ref.key, problem, owner, error=rec.get("status") == "error")
+
     def _write_verdict(
         self,
         ref: VerdictRef,
@@ -503,32 +528,32 @@ class Pipeline:
         rows: list[dict[str, Any]],
         status: str,
         judge: SupportsComplete | None = None,
-    ) -> None:
-        self.store.append(
-            {
-                "v": RECORD_VERSION,
-                "kind": "verdict",
-                "key": ref.key,
-                "basis": ref.basis,
-                "code": job.scoring_version,  # for a reader: which scoring code derived it
-                "status": status,
-                "model": spec.label,
-                "judge": judge.spec.label if judge is not None else None,
-                "benchmark": job.cfg.label,
-                "instance_id": inst.instance_id,
-                "group_id": inst.group_id,
-                "level": inst.level,
-                "category": inst.category,
-                "split": inst.split,
-                "gen_key": gen_key,
-                "scoring": job.cfg.scoring,
-                "rows": rows,
-                # Constraints left without a row by the benchmark's (or the reference's) rule: with the
-                # rows they account for every constraint, which check_verdicts verifies.
-                "skipped": len(inst.constraints) - len(rows),
-                "ts": time.time(),
-            }
-        )
+    ) -> dict[str, Any]:
+        rec = {
+            "v": RECORD_VERSION,
+            "kind": "verdict",
+            "key": ref.key,
+            "basis": ref.basis,
+            "code": job.scoring_version,  # for a reader: which scoring code derived it
+            "status": status,
+            "model": spec.label,
+            "judge": judge.spec.label if judge is not None else None,
+            "benchmark": job.cfg.label,
+            "instance_id": inst.instance_id,
+            "group_id": inst.group_id,
+            "level": inst.level,
+            "category": inst.category,
+            "split": inst.split,
+            "gen_key": gen_key,
+            "scoring": job.cfg.scoring,
+            "rows": rows,
+            # Constraints left without a row by the benchmark's (or the reference's) rule: with the
+            # rows they account for every constraint, which check_verdicts verifies.
+            "skipped": len(inst.constraints) - len(rows),
+            "ts": time.time(),
+        }
+        self.store.append(rec)
+        return rec
 
 
 def _verdict_rows(
@@ -573,15 +598,25 @@ def _cache_hints(judge: SupportsComplete, tasks: Sequence[JudgeTask]) -> dict[in
     return hints_for(prompts, f"{judge.spec.model}@{judge.spec.api_base}")
 
 
-def _budget_only(group: BaseExceptionGroup[BaseException]) -> BudgetExhausted | None:
-    """The first BudgetExhausted when that is all `group` holds, else None."""
-    rest = group.subgroup(lambda e: not isinstance(e, BudgetExhausted | BaseExceptionGroup))
-    if rest is not None:
-        return None
-    found: BaseException | None = group.subgroup(BudgetExhausted)
-    while isinstance(found, BaseExceptionGroup):
-        found = found.exceptions[0]
-    return found if isinstance(found, BudgetExhausted) else None
+async def _together(calls: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    """Run `calls` at once. The budget running out under one is the scheduler's signal to stop
+    dispatching, not a failure: the others run to their end (a call of theirs already sent may have
+    been billed; cancelled, its answer would be lost and bought again by the next run: chaos seed
+    2009), then the first BudgetExhausted is raised, unwrapped, as a single call would raise it. Any
+    other exception cancels the rest and comes out of the task group as it did."""
+    exhausted: list[BudgetExhausted] = []
+
+    async def run(call: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await call()
+        except BudgetExhausted as e:
+            exhausted.append(e)
+
+    async with anyio.create_task_group() as tg:
+        for call in calls:
+            tg.start_soon(run, call)
+    if exhausted:
+        raise exhausted[0]
 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:

@@ -52,9 +52,10 @@ from ifsweep.runner.store.manifest import (
     relabel_legacy_judge,
     write_manifest,
 )
+from ifsweep.runner.store.seen import Owner
 from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
 from ifsweep.runner.store.spooled import SpooledInstances
-from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned_verdicts
+from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_sweep_verdicts, planned_verdicts
 from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
 from ifsweep.runner.watch.progress import ProgressState, run_progress
 from ifsweep.runner.watch.reading import SweepPlan
@@ -406,7 +407,10 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
             jc.planned = pairs
         by_label = {e.spec.label: e for e in endpoints}
         elastic = Elastic(
-            room=lambda: pool.has_room() and not any(j.congested() for j in judges),
+            # Asked after every pair: without judges, the pool's room alone.
+            room=(lambda: pool.has_room() and not any(j.congested() for j in judges))
+            if judges
+            else pool.has_room,
             congested=lambda label: by_label[label].congested(),
         )
         try:
@@ -473,7 +477,13 @@ async def _finish(run: _Run, books: _Books, ended: _Ended) -> SweepResult:
     status, message = _ending(ended, counters, run.run_dir)
     if status == "complete":
         try:
-            check_verdicts(run.store, lambda: _planned(ended.pipeline, cfg, run.work, books.keep))
+            pipeline = ended.pipeline
+            check_sweep_verdicts(
+                run.store,
+                pipeline.seen,
+                lambda: _owners(pipeline, cfg, run.work, books.keep),
+                lambda: _planned(pipeline, cfg, run.work, books.keep),
+            )
         except IncompleteVerdicts as e:
             status, message = "failed", str(e)
     errors = sum(c.errors for c in counters.values())
@@ -518,6 +528,13 @@ def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dic
         (s.label, job.cfg.label, inst.instance_id) for s, job, inst in all_pairs(work, cfg.models, keep)
     }
     return tally.by_kind(planned.__contains__)
+
+
+def _owners(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Owner]:
+    judges = [judge.spec.label if judge is not None else None for judge in pipeline.panel()]
+    for spec, job, inst in all_pairs(work, cfg.models, keep):
+        for judge in judges:
+            yield spec.label, job.cfg.label, inst.instance_id, judge
 
 
 def _planned(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Planned]:

@@ -26,6 +26,9 @@ _MAX_FILES = 1 << 24
 _MAX_OFFSET = 1 << _OFF_BITS
 _MAX_LENGTH = (1 << 31) - 1
 _MIN_SLOTS = 1 << 10
+# Below this many entries a growing table is rebuilt in plain Python (about 20 ms at the most): a sweep
+# of a few thousand calls then never imports NumPy (0.15 s, a tenth of such a sweep's CPU).
+_NUMPY_FROM = 1 << 15
 _KEY = struct.Struct("=QQ")  # native order, as the arrays and their NumPy views
 _EMPTY = -1
 
@@ -140,16 +143,20 @@ class KeyIndex:
         self._rebuild_slots()
 
     def _rebuild_slots(self) -> None:
-        """Size the slot table for the entries (at most half full afterwards) and place them all,
-        vectorized: each round puts every waiting entry whose slot is free (one winner per slot) and
-        moves the rest one slot on, which is exactly where linear probing would have put them."""
-        import numpy as np
-
+        """Size the slot table for the entries (at most half full afterwards) and place them all: a
+        small table one entry at a time, a big one vectorized, where each round puts every waiting
+        entry whose slot is free (one winner per slot) and moves the rest one slot on, which is exactly
+        where linear probing would have put them."""
         n = len(self._hi)
         size = _MIN_SLOTS
         while n * 2 > size:
             size *= 2
         mask = size - 1
+        if n < _NUMPY_FROM:
+            self._slots, self._mask = _placed(self._hi, size), mask
+            return
+        import numpy as np
+
         # Filled in place through a NumPy view: no second copy of the table exists at any time, which
         # keeps the rebuild's transient memory (a peak of the sweep's RSS) to a few arrays of n.
         table = array("i", [_EMPTY]) * size
@@ -164,3 +171,15 @@ class KeyIndex:
         del slots  # the view pins the buffer: the array must be free to be read (and never resized)
         self._slots = table
         self._mask = mask
+
+
+def _placed(his: array[int], size: int) -> array[int]:
+    """A slot table of `size` with every entry placed by linear probing, one at a time."""
+    table = array("i", [_EMPTY]) * size
+    mask = size - 1
+    for e, hi in enumerate(his):
+        i = hi & mask
+        while table[i] != _EMPTY:
+            i = (i + 1) & mask
+        table[i] = e
+    return table

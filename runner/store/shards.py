@@ -62,8 +62,12 @@ _HEAD = 17  # len(_PREFIX) + 8 hex digits + len('",')
 _KEY_OPEN = b'"key":"'
 _KIND_OPEN = b',"kind":"'
 _ERROR_STATUS = (b',"status":"error",', b',"status":"error"}')
-_KEY_RE = re.compile(r"(?:[0-9a-f]{2}){8,32}")
+_HEX_RE = re.compile(r"[0-9a-f]{16,64}")  # a key: of even length too (`_is_key`)
 _TOKEN_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+# Kinds and statuses every record of a sweep carries, known to match _TOKEN_RE: checked by a set lookup.
+_KNOWN_TOKENS = frozenset(
+    {"generation", "judgment", "verdict", "intent", "batch", "ok", "error", "empty", "truncated", "refused"}
+)
 _FILE_RE = re.compile(r"([A-Za-z0-9_.]{1,64})-(\d{5,})\.jsonl")
 _READ_CHUNK = 16 << 20
 # Past this much unwritten data, append() writes synchronously even when a flusher runs: backpressure
@@ -125,19 +129,28 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     """Serialize one record as a checksummed line (with its newline). Raises ValueError on a bad record."""
     key = record.get("key")
     kind = record.get("kind")
-    if not isinstance(key, str) or _KEY_RE.fullmatch(key) is None:
+    if not isinstance(key, str) or not _is_key(key):
         raise ValueError(f"record key must be lowercase hex of 16-64 chars (record_key()), got {key!r}")
-    if not isinstance(kind, str) or _TOKEN_RE.fullmatch(kind) is None:
+    if not isinstance(kind, str) or not _is_token(kind):
         raise ValueError(f"record {key}: field 'kind' must be a short identifier, got {kind!r}")
     ordered: dict[str, Any] = {"key": key, "kind": kind}
     status = record.get("status")
     if isinstance(status, str):
-        if _TOKEN_RE.fullmatch(status) is None:
+        if not _is_token(status):
             raise ValueError(f"record {key}: field 'status' must be a short identifier, got {status!r}")
         ordered["status"] = status
     ordered.update(record)  # existing keys keep their leading positions
     payload = memoryview(orjson.dumps(ordered))[1:]
     return b'%s%08x",%s\n' % (_PREFIX, zlib.crc32(payload), payload)
+
+
+def _is_key(key: str) -> bool:
+    """Lowercase hex of an even length from 16 to 64 (record_key's 32, or raw bytes of 8 to 32)."""
+    return not len(key) & 1 and _HEX_RE.fullmatch(key) is not None
+
+
+def _is_token(text: str) -> bool:
+    return text in _KNOWN_TOKENS or _TOKEN_RE.fullmatch(text) is not None
 
 
 def parse_line(line: bytes) -> tuple[bytes, str, bool] | str:
@@ -294,7 +307,7 @@ def scan_shards(
 
 
 def _raw_key(key: str) -> bytes:
-    if _KEY_RE.fullmatch(key) is None:
+    if not _is_key(key):
         raise ValueError(f"not a record key (lowercase hex of 16-64 chars): {key!r}")
     return binascii.unhexlify(key)
 
@@ -511,6 +524,10 @@ class RunStore:
             end = 0
         raw = binascii.unhexlify(record["key"])
         self._index.put(raw, self._cur_no, end, len(line), record.get("status") == "error")
+        if self.write_through and not self._buf and self._write_line(line, end):
+            if self.on_append is not None:
+                self.on_append(record)
+            return
         if not self._buf:
             self._first_append = time.monotonic()
             if self._wake is not None:
@@ -536,6 +553,26 @@ class RunStore:
         self.append(record)
         if not self.write_through:
             self._write_now()
+
+    def _write_line(self, line: bytes, end: int) -> bool:
+        """Write-through with nothing buffered: `line` straight to the kernel at `end`, without taking
+        it through the buffer and a batch. False when it did not go whole: the line is then buffered
+        and written again the usual way, which reports the error and keeps the shard whole."""
+        with self._io_lock:
+            if end != self._disk_end:
+                return False
+            try:
+                done = os.pwrite(self._cur_fd, line, end)
+                while done < len(line):
+                    done += os.pwrite(self._cur_fd, memoryview(line)[done:], end + done)
+            except OSError:
+                return False
+            self._disk_end = self._buf_base = end + len(line)
+        if not self._unsynced:
+            self._unsynced = True
+            if self._wake is not None:
+                self._wake.set()
+        return True
 
     def _write_now(self) -> None:
         """Hand the buffer to the kernel now (write-through); the flusher fsyncs it within flush_ms."""

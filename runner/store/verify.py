@@ -14,14 +14,19 @@ from dataclasses import dataclass
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.engine.pipeline import BenchJob, Pipeline, SupportsComplete
+from ifsweep.runner.store.seen import Owner, SeenVerdicts, shared_keys, verdict_problem
 from ifsweep.runner.store.shards import RunStore
 
-__all__ = ["IncompleteVerdicts", "Planned", "check_verdicts", "planned", "planned_verdicts"]
+__all__ = [
+    "IncompleteVerdicts",
+    "Planned",
+    "check_sweep_verdicts",
+    "check_verdicts",
+    "planned",
+    "planned_verdicts",
+]
 
 _SHOWN = 5  # problems spelled out in the message; the rest are counted
-# Below this many keys a set finds the shared ones at once; above it NumPy's sort keeps memory at 16
-# bytes a key (a set of bytes holds about 90), and its 0.15 s import is small beside such a run.
-_NUMPY_FROM = 500_000
 
 
 class IncompleteVerdicts(RuntimeError):
@@ -77,6 +82,19 @@ def planned_verdicts(
     return [planned(pipeline, spec, job, inst, unscored, judge) for judge in pipeline.panel()]
 
 
+def check_sweep_verdicts(
+    store: RunStore,
+    seen: SeenVerdicts,
+    owners: Callable[[], Iterable[Owner]],
+    pairs: Callable[[], Iterable[Planned]],
+) -> None:
+    """After a sweep: the verdicts the pipeline saw sound (runner/store/seen.py), whose keys it computed
+    once, are one for each owner of the plan (`owners`: read from the plan, not from the pipeline); else
+    the full check, which names what is wrong."""
+    if not seen.all_sound(owners()):
+        check_verdicts(store, pairs)
+
+
 def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> None:
     """Raise IncompleteVerdicts unless every pair `pairs()` yields has its own complete verdict record.
     `pairs` is asked again only to name the pairs that share a key. Memory: 16 bytes a pair."""
@@ -89,7 +107,7 @@ def check_verdicts(store: RunStore, pairs: Callable[[], Iterable[Planned]]) -> N
         problem = _record_problem(store, p)
         if problem is not None:
             problems.append(f"{_who(p)}: {problem}")
-    shared = _shared_keys(raw)
+    shared = shared_keys(raw)
     if shared:
         owners: dict[str, list[str]] = {}
         for p in pairs():
@@ -106,40 +124,9 @@ def _who(p: Planned) -> str:
     return f"{p.model} / {p.benchmark} / {p.instance.instance_id}{judge}"
 
 
-def _shared_keys(raw: bytearray) -> set[str]:
-    """The keys (hex) that occur more than once among the 16-byte keys packed in `raw`."""
-    if not raw:
-        return set()
-    if len(raw) < 16 * _NUMPY_FROM:
-        seen: set[bytes] = set()
-        twice: set[str] = set()
-        view = memoryview(raw)
-        for i in range(0, len(raw), 16):
-            key = bytes(view[i : i + 16])
-            if key in seen:
-                twice.add(key.hex())
-            seen.add(key)
-        return twice
-    import numpy as np
-
-    keys = np.frombuffer(bytes(raw), dtype=np.uint64).reshape(-1, 2)
-    found, counts = np.unique(keys, axis=0, return_counts=True)
-    return {found[i].tobytes().hex() for i in np.flatnonzero(counts > 1)}
-
-
 def _record_problem(store: RunStore, p: Planned) -> str | None:
     rec = store.get(p.key)
     if rec is None:
         return "no verdict record"
-    found = (rec.get("model"), rec.get("benchmark"), rec.get("instance_id"))
-    if found != (p.model, p.benchmark, p.instance.instance_id) or rec.get("judge") != p.judge:
-        return f"its verdict key holds the record of {found}"
-    if p.basis is not None and rec.get("basis") != p.basis:
-        return "its verdict was derived from other code or another answer than the current ones"
-    if rec.get("status") == "error":
-        return None  # error rows are what coverage counts; a resume retries them
-    rows = rec.get("rows") or []
-    accounted = len(rows) + int(rec.get("skipped") or 0)
-    if accounted != len(p.instance.constraints):
-        return f"{len(rows)} rows for {len(p.instance.constraints)} constraints"
-    return None
+    owner = (p.model, p.benchmark, p.instance.instance_id, p.judge)
+    return verdict_problem(rec, owner, p.basis, len(p.instance.constraints))
