@@ -10,14 +10,14 @@ All models share the same resampled units, which is what makes paired difference
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ifsweep.metrics.components import STAT_KEY
+from ifsweep.metrics.components import STAT_KEY, UnitCells
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -76,7 +76,12 @@ def build_structure(leaves: pl.DataFrame, parents: pl.DataFrame, units: pl.DataF
     k = cells.get_column("k").to_numpy()
     num[u, k] = cells.get_column("num").to_numpy()
     den[u, k] = cells.get_column("den").to_numpy()
+    return _with_parents(keys, num, den, parents)
 
+
+def _with_parents(keys: pl.DataFrame, num: FloatArray, den: FloatArray, parents: pl.DataFrame) -> Structure:
+    """The structure of leaf statistics `keys` (k, STAT_KEY; k their column in num and den) and of the
+    parents above them."""
     wanted = keys.select("benchmark", "metric").unique()
     parents = parents.join(wanted, on=["benchmark", "metric"], how="semi").join(
         keys.select("benchmark", "model", "metric").unique(), on=["benchmark", "model", "metric"], how="semi"
@@ -106,6 +111,76 @@ def build_structure(leaves: pl.DataFrame, parents: pl.DataFrame, units: pl.DataF
         )
         all_keys = pl.concat([all_keys, new.select("k", *STAT_KEY)])
     return Structure(all_keys.select(STAT_KEY), num, den, tuple(layers))
+
+
+def _lookup(codes: pl.DataFrame, code: str, index: str, size: int) -> IntArray:
+    """code -> index as an array (-1 where a code has none)."""
+    out = np.full(size, -1, dtype=np.int64)
+    out[codes.get_column(code).to_numpy()] = codes.get_column(index).to_numpy()
+    return out
+
+
+def _positions(part: UnitCells, benchmark: str, keys: pl.DataFrame, units: pl.DataFrame) -> IntArray:
+    """Each of `part`'s cells as its flat position u * len(keys) + k in the units x stats matrices
+    (-1: another benchmark's)."""
+    stats = part.stats.filter(pl.col("benchmark") == benchmark).join(keys, on=list(STAT_KEY))
+    mine = part.units.filter(pl.col("benchmark") == benchmark).join(units, on="unit")
+    s, c = part.cells.get_column("s").to_numpy(), part.cells.get_column("c").to_numpy()
+    k = _lookup(stats, "s", "k", part.stats.height)[s]
+    u = _lookup(mine, "c", "u", int(c.max(initial=0)) + 1)[c]
+    return np.where((k >= 0) & (u >= 0), u * keys.height + k, -1)
+
+
+def coded_structure(parts: Sequence[UnitCells], benchmark: str, parents: pl.DataFrame) -> Structure:
+    """`build_structure` of one benchmark's cells in `parts` (all of one unit kind), from their codes:
+    the same units (sorted distinct names), statistics (sorted STAT_KEY) and matrices, without a row
+    per cell carrying its names."""
+    units = unit_index(
+        pl.concat([p.units.filter(pl.col("benchmark") == benchmark).select("unit") for p in parts])
+    )
+    keys = (
+        pl.concat([p.stats.filter(pl.col("benchmark") == benchmark).select(STAT_KEY) for p in parts])
+        .unique()
+        .sort(list(STAT_KEY))
+        .with_row_index("k")
+    )
+    num = np.zeros(units.height * keys.height)
+    den = np.zeros(units.height * keys.height)
+    filled = np.zeros(units.height * keys.height, dtype=np.bool_)
+    for part in parts:
+        at = _positions(part, benchmark, keys, units)
+        ok = at >= 0
+        at = at[ok]
+        before = int(np.count_nonzero(filled))
+        filled[at] = True
+        # Every cell new and none twice: each statistic's value on a unit is that one cell's.
+        if int(np.count_nonzero(filled)) - before != at.size:
+            return _summed_structure(parts, benchmark, keys, units, parents)
+        num[at] = part.cells.get_column("num").to_numpy()[ok]
+        den[at] = part.cells.get_column("den").to_numpy()[ok]
+    shape = (units.height, keys.height)
+    return _with_parents(keys, num.reshape(shape), den.reshape(shape), parents)
+
+
+def _summed_structure(
+    parts: Sequence[UnitCells], benchmark: str, keys: pl.DataFrame, units: pl.DataFrame, parents: pl.DataFrame
+) -> Structure:
+    """A statistic with two cells on one unit (two slice values naming one slice): their sums, as
+    `build_structure` takes them."""
+    cells = []
+    for part in parts:
+        at = _positions(part, benchmark, keys, units)
+        cells.append(
+            part.cells.select("num", "den").with_columns(pl.Series("at", at)).filter(pl.col("at") >= 0)
+        )
+    summed = pl.concat(cells).group_by("at").agg(pl.col("num").sum(), pl.col("den").sum())
+    num = np.zeros(units.height * keys.height)
+    den = np.zeros(units.height * keys.height)
+    at = summed.get_column("at").to_numpy()
+    num[at] = summed.get_column("num").to_numpy()
+    den[at] = summed.get_column("den").to_numpy()
+    shape = (units.height, keys.height)
+    return _with_parents(keys, num.reshape(shape), den.reshape(shape), parents)
 
 
 def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
@@ -159,27 +234,25 @@ def percentile_interval(samples: FloatArray, confidence: float) -> tuple[FloatAr
 
 
 def bootstrap_intervals(
-    leaves: pl.DataFrame,
+    parts: Sequence[UnitCells],
     parents: pl.DataFrame,
     *,
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
 ) -> pl.DataFrame:
-    """ci_low / ci_high for every statistic described by `leaves` and `parents`."""
+    """ci_low / ci_high for every statistic described by `parts` (`Components.unit_cells`) and
+    `parents`, one (benchmark, unit kind) at a time."""
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     out: list[pl.DataFrame] = []
-    groups = leaves.select("benchmark", "unit_kind").unique().sort(["benchmark", "unit_kind"])
-    for benchmark, kind in groups.iter_rows():
-        part = leaves.filter((pl.col("benchmark") == benchmark) & (pl.col("unit_kind") == kind))
-        units = unit_index(part)
-        s = build_structure(part, parents, units)
-        samples = np.vstack(
-            [evaluate(s, w) for w in weight_batches(rng_for(seed, benchmark, kind), units.height, resamples)]
-        )
+    groups = sorted({(b, p.unit_kind) for p in parts for b in p.stats.get_column("benchmark").unique()})
+    for benchmark, kind in groups:
+        s = coded_structure([p for p in parts if p.unit_kind == kind], benchmark, parents)
+        weights = weight_batches(rng_for(seed, benchmark, kind), s.n_units, resamples)
+        samples = np.vstack([evaluate(s, w) for w in weights])
         lo, hi = percentile_interval(samples, confidence)
         out.append(s.keys.with_columns(pl.Series("ci_low", lo), pl.Series("ci_high", hi)))
     if not out:

@@ -8,9 +8,10 @@ bootstrap both evaluate this one description, so they cannot drift apart.
 
 A `Leaf` describes a family of leaf statistics over a frame with one row per unit. Point estimates only
 need each statistic's two sums, so `Leaf.sums` groups the units by the columns the slice is made of and
-formats slice names for a few thousand statistics; only the bootstrap asks for one row per (statistic,
-unit) (`Leaf.per_unit`). Measured on 10M verdict rows: point estimates over the 6.3M per-unit rows, with
-a formatted slice string each, took 4.3 s; over the sums, under 0.1 s.
+formats slice names for a few thousand statistics; the bootstrap asks for one cell per (statistic,
+unit) as codes (`Leaf.unit_cells`), paired differences for those rows with names (`Leaf.per_unit`).
+Measured on 10M verdict rows: point estimates over the 6.3M per-unit rows, with a formatted slice
+string each, took 4.3 s; over the sums, under 0.1 s.
 """
 
 from __future__ import annotations
@@ -79,6 +80,23 @@ SEEN_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+# Rows summed per unit in one group-by when the bootstrap's units are made of rows (InFoBench's per-type
+# units): the group-by's state grows with its groups, about one per row.
+ROWS_PER_PART = 10_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class UnitCells:
+    """One leaf family's per-unit sums as codes, what the bootstrap resamples: `stats` names each
+    statistic code s (s, STAT_KEY columns), `units` each unit code c (c, benchmark, unit), and `cells`
+    holds one row per (statistic, unit) with its num and den (s, c: UInt32; 24 bytes a row)."""
+
+    unit_kind: str
+    stats: pl.DataFrame
+    units: pl.DataFrame
+    cells: pl.DataFrame
+
+
 @dataclass(frozen=True, slots=True)
 class Leaf:
     """Leaf statistics `metric` of the units in `units` (one row per unit, with benchmark and model).
@@ -111,14 +129,21 @@ class Leaf:
         source = self.units if frame is None else frame
         return source.select(*key, self.num.cast(pl.Float64).alias("num"), den.alias("den"))
 
-    def _summed(self, frame: pl.LazyFrame, key: list[str], *, units: bool = False) -> pl.LazyFrame:
-        """num and den per `key`; `units`: the groups are units, almost all of a row or two."""
-        total = summed_exactly if units else _ordered_sums
+    def _summed(self, frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
+        """num and den per `key`, through `expand` when there is one."""
         if self.expand is None:
-            return total(frame, key)
+            return _ordered_sums(frame, key)
         mapped = [c for c in self.expand.collect_schema() if c not in self.by]
         again = [c for c in key if c not in self.by] + mapped
-        return total(total(frame, key).join(self.expand, on=list(self.by), how="inner"), again)
+        # Whole numbers sum exactly in any grouping, so a single group-by of the expanded rows gives
+        # what summing per `key` first and per `again` after gives (InFoBench's counts; at 10M rows
+        # the first group-by, one group per row, cost 1.2 GB); fractions are summed in that order.
+        once = _plain_sums(frame.join(self.expand, on=list(self.by), how="inner"), again)
+        if once.get_column("_whole").all():
+            return once.drop("_whole").lazy()
+        return _ordered_sums(
+            _ordered_sums(frame, key).join(self.expand, on=list(self.by), how="inner"), again
+        )
 
     def _shaped(self, frame: pl.LazyFrame, *unit: pl.Expr) -> pl.LazyFrame:
         return frame.select(
@@ -131,14 +156,73 @@ class Leaf:
             "den",
         ).filter(pl.col("slice").is_not_null())
 
-    def per_unit(self) -> pl.LazyFrame:
-        """LEAF_SCHEMA rows: one per (statistic, unit), what the bootstrap resamples."""
+    def _unit_frame(self, *, coded: bool = False, rows_per_part: int = 0) -> pl.LazyFrame:
+        """One row per (benchmark, model, unit, slice columns) with its num and den. `coded`: benchmark,
+        model and unit as Categorical (string ones cast to categories private to the call) before any
+        sum, so the group-bys key on 32-bit codes instead of strings, and the units are summed in
+        parts (`_coded_units`)."""
         key = ["benchmark", "model", self.unit, *self.by]
         frame = self._values(*key)
-        if self.expand is not None:
-            frame = self._summed(frame, key, units=True)
+        if not coded:
+            return frame if self.expand is None else self._summed(frame, key)
+        ids = pl.Categorical(pl.Categories.random())
+        schema = frame.collect_schema()
+        frame = frame.with_columns(
+            pl.col(c) if isinstance(schema[c], pl.Categorical) else pl.col(c).cast(ids)
+            for c in ("benchmark", "model", self.unit)
+        )
+        return frame if self.expand is None else self._coded_units(frame, key, rows_per_part)
+
+    def _coded_units(self, frame: pl.LazyFrame, key: list[str], rows_per_part: int) -> pl.LazyFrame:
+        """`_summed` of coded rows, one part of the units at a time (a unit's code modulo the number of
+        parts, so each sum is whole in one part): the group-by of units almost one per row held 3.3 GB
+        over 30M InFoBench rows in one part, 1.7 GB in three."""
+        rows = int(frame.select(pl.len()).collect(engine="streaming").item())
+        parts = max(1, -(-rows // rows_per_part))
+        code = pl.col(self.unit).to_physical()
+        return (
+            pl.concat([self._summed(frame.filter(code % parts == i), key) for i in range(parts)])
+            .collect(engine="streaming")
+            .lazy()
+        )
+
+    def per_unit(self) -> pl.LazyFrame:
+        """LEAF_SCHEMA rows: one per (statistic, unit), what paired differences resample."""
         unit = (pl.lit(self.unit_kind).alias("unit_kind"), pl.col(self.unit).cast(pl.String).alias("unit"))
-        return self._shaped(frame, *unit)
+        return self._shaped(self._unit_frame(), *unit)
+
+    def unit_cells(self, rows_per_part: int = ROWS_PER_PART) -> UnitCells:
+        """The rows of `per_unit` as codes: the statistic's and the unit's names are formatted once per
+        distinct statistic and unit, not on each of the (statistic, unit) rows (13M rows over 10M
+        InFoBench verdict rows: as six strings each they took 7.4 GB to index for the bootstrap)."""
+        frame = self._unit_frame(coded=True, rows_per_part=rows_per_part).collect(engine="streaming")
+        cols = [c for c in frame.columns if c not in (self.unit, "num", "den")]
+        stats = (
+            frame.select(cols)
+            .unique()
+            .with_columns(self.slice_.cast(pl.String).alias("slice"))
+            .filter(pl.col("slice").is_not_null())
+            .with_row_index("s")
+        )
+        cells = frame.join(stats.select(*cols, "s"), on=cols, how="inner", nulls_equal=True).select(
+            "benchmark", "s", pl.col(self.unit).to_physical().alias("c"), self.unit, "num", "den"
+        )
+        del frame
+        units = cells.select(
+            "c", pl.col("benchmark").cast(pl.String), pl.col(self.unit).cast(pl.String).alias("unit")
+        )
+        return UnitCells(
+            self.unit_kind,
+            stats.select(
+                "s",
+                pl.col("benchmark").cast(pl.String),
+                pl.col("model").cast(pl.String),
+                pl.lit(self.metric).alias("metric"),
+                "slice",
+            ),
+            units.unique(),
+            cells.select("s", "c", "num", "den"),
+        )
 
     def sums(self) -> pl.LazyFrame:
         """SUM_SCHEMA rows: one per statistic."""
@@ -158,10 +242,24 @@ _EXACT = float(2**53)
 
 
 def _whole(name: str) -> pl.Expr:
-    """Aggregation: every value of `name` is a whole number >= 0 (none null) and their sum is below
-    2^53, so a plain sum of them is exact whatever the order of its additions."""
+    """Aggregation: every value of `name` is a whole number >= 0 (none null). Its plain sum is then exact
+    whatever the order of its additions if it is below 2^53 (`_exact`); one boolean state per group."""
     c = pl.col(name)
-    return ((c >= 0) & (c == c.floor())).all() & (c.null_count() == 0) & (c.sum() < _EXACT)
+    return ((c >= 0) & (c == c.floor())).fill_null(False).all()
+
+
+def _exact(frame: pl.DataFrame) -> pl.Series:
+    """Per row of `_plain_sums`: both sums of whole numbers, and below 2^53 (a true sum past it rounds to
+    a float sum past it, so checking the float sum is enough)."""
+    return frame.select(pl.col("_whole") & (pl.col("num") < _EXACT) & (pl.col("den") < _EXACT)).to_series()
+
+
+def _plain_sums(frame: pl.LazyFrame, key: list[str]) -> pl.DataFrame:
+    """num and den summed plainly per `key`, and `_whole`: whether both sums are exact."""
+    sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
+    # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
+    plain = frame.group_by(key).agg(*sums).collect(engine="streaming")
+    return plain.with_columns(_exact(plain).alias("_whole"))
 
 
 def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
@@ -170,9 +268,7 @@ def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
     `ordered_sum` only for the others, whose sort per group is no streaming aggregation: the engine
     then held every unit in memory (100M InFoBench rows: 3.6 GB of peak RSS summing 18M instances'
     counts, where DRFR and coverage are whole numbers throughout)."""
-    sums = pl.col("num").sum(), pl.col("den").sum(), (_whole("num") & _whole("den")).alias("_whole")
-    # The streaming engine by name, as `instances.streamed` does (importing it here would close a cycle).
-    plain = frame.group_by(key).agg(*sums).collect(engine="streaming")
+    plain = _plain_sums(frame, key)
     whole = plain.get_column("_whole")
     exact = plain.filter(whole).drop("_whole").lazy()
     if whole.all():
@@ -180,17 +276,6 @@ def _ordered_sums(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
     rest = plain.filter(~whole).select(key).lazy()
     mine = frame.join(rest, on=key, how="semi", nulls_equal=True)
     return pl.concat([exact, mine.group_by(key).agg(ordered_sum("num"), ordered_sum("den"))])
-
-
-def summed_exactly(frame: pl.LazyFrame, key: list[str]) -> pl.LazyFrame:
-    """num and den summed per `key`, bit for bit the same under any row order. A group of one or two
-    rows is summed plainly (x + y == y + x exactly); only larger groups pay for `ordered_sum`, whose
-    sort per group costs about 8x a plain sum: the bootstrap's units (InFoBench: one per instance and
-    type) are almost all of one row (measured: 1M rows' type units, 25 s all ordered)."""
-    sized = frame.with_columns(pl.len().over(key).alias("_rows"))
-    small = sized.filter(pl.col("_rows") <= 2).group_by(key).agg(pl.col("num").sum(), pl.col("den").sum())
-    large = sized.filter(pl.col("_rows") > 2).group_by(key).agg(ordered_sum("num"), ordered_sum("den"))
-    return pl.concat([small, large])
 
 
 def _typed(frame: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
@@ -237,6 +322,10 @@ class Components:
     def per_unit(self) -> pl.LazyFrame:
         """Every leaf statistic's units (LEAF_SCHEMA)."""
         return pl.concat([pl.LazyFrame(schema=LEAF_SCHEMA), *(leaf.per_unit() for leaf in self.leaves)])
+
+    def unit_cells(self, rows_per_part: int = ROWS_PER_PART) -> list[UnitCells]:
+        """Every leaf statistic's units, coded (`Leaf.unit_cells`), one leaf family at a time."""
+        return [leaf.unit_cells(rows_per_part) for leaf in self.leaves]
 
     def sums(self) -> pl.LazyFrame:
         """Every leaf statistic's sums (SUM_SCHEMA)."""

@@ -73,7 +73,7 @@ def _one_judge(
     out = estimates(sums, parents, finals)
     if ci:
         intervals = bootstrap_intervals(
-            c.per_unit().collect(), parents, resamples=resamples, seed=seed, confidence=confidence
+            c.unit_cells(), parents, resamples=resamples, seed=seed, confidence=confidence
         )
         out = out.join(intervals, on=list(STAT_KEY), how="left").sort(list(STAT_KEY))
     return out

@@ -5,7 +5,8 @@
 
 `stream` (issue 25): InFoBench-shaped verdict rows in one Parquet file per size, generated in chunks;
 per size, each in a child process of its own, the bare Polars streaming scans that compute DRFR and
-coverage per model, split and constraint type, then `ifsweep metrics FILE` and `ifsweep.scores(FILE)`:
+coverage per model, split and constraint type, then `ifsweep metrics FILE` and `ifsweep.scores(FILE)`
+(up to --ci-rows also with bootstrap intervals: `ifsweep metrics FILE --ci`, `ifsweep.scores(FILE, ci=True)`):
 wall time, the ratio to the bare scans, and peak RSS (getrusage RUSAGE_CHILDREN of a wrapper whose only
 child is the measured process). Targets: under 5x the bare scans, under 4 GB, flat as rows grow.
 
@@ -290,9 +291,10 @@ def scores_ci_child(path: Path) -> None:
 
 
 def eager_equals_child(path: Path) -> None:
-    """Today's in-memory path (the file read into a frame first) gives the streaming result exactly."""
-    lazy = metrics.compute_metrics(pl.scan_parquet(path), CATALOG)
-    eager = metrics.compute_metrics(pl.read_parquet(path), CATALOG)
+    """Today's in-memory path (the file read into a frame first) gives the streaming result exactly,
+    bootstrap intervals included."""
+    lazy = metrics.compute_metrics(pl.scan_parquet(path), CATALOG, ci=True)
+    eager = metrics.compute_metrics(pl.read_parquet(path), CATALOG, ci=True)
     assert lazy.equals(eager), "streaming and in-memory metrics differ"
 
 
@@ -325,7 +327,7 @@ def stream(args: argparse.Namespace) -> None:
     work.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve()), "child"]
     print(f"polars {pl.__version__}, {os.cpu_count()} cores, work dir {work}, load {_load()}")
-    print(f"{'rows':>12} {'what':<26} {'seconds':>8} {'x bare':>7} {'peak GB':>8}  load")
+    print(f"{'rows':>12} {'what':<30} {'seconds':>8} {'x bare':>7} {'peak GB':>8}  load")
     for size in (int(float(x)) for x in args.sizes.split(",")):
         path = work / f"infobench_{size}.parquet"
         if not path.exists():
@@ -338,6 +340,7 @@ def stream(args: argparse.Namespace) -> None:
         runs += [("ifsweep metrics FILE", ["ifsweep", "metrics", str(path)])]
         runs += [("ifsweep.scores(FILE)", [*me, "scores", str(path)])]
         if size <= args.ci_rows:
+            runs += [("ifsweep metrics FILE --ci", ["ifsweep", "metrics", str(path), "--ci"])]
             runs += [("ifsweep.scores(FILE, ci=True)", [*me, "scores-ci", str(path)])]
         # The bare scans run before and after the others, the faster of the two the floor: on a shared
         # machine a single timing moves 2x with the load.
@@ -345,10 +348,10 @@ def stream(args: argparse.Namespace) -> None:
         figures = [(label, *measured(cmd)) for label, cmd in runs]
         bare = min(figures[0][1], figures[-1][1])
         for label, secs, gb in figures:
-            print(f"{size:>12,} {label:<26} {secs:8.2f} {secs / bare:7.2f} {gb:8.2f}  {_load()}", flush=True)
+            print(f"{size:>12,} {label:<30} {secs:8.2f} {secs / bare:7.2f} {gb:8.2f}  {_load()}", flush=True)
         if size <= 10_000_000:
             measured([*me, "equal", str(path)])
-            print(f"{size:>12,} streaming result == in-memory result (compute_metrics over read_parquet)")
+            print(f"{size:>12,} streaming result == in-memory result, intervals too (over read_parquet)")
     if args.dir is None:
         shutil.rmtree(work)
 
@@ -493,7 +496,7 @@ def main() -> None:
     st = sub.add_parser("stream", help="InFoBench-shaped rows at growing sizes: time, ratio and peak RSS")
     st.add_argument("--sizes", default="10e6,30e6,100e6", help="row counts, comma-separated")
     st.add_argument("--models", type=int, default=50)
-    st.add_argument("--ci-rows", type=float, default=10e6, help="scores(ci=True) at this size too (0: no)")
+    st.add_argument("--ci-rows", type=float, default=30e6, help="with intervals too up to this size (0: no)")
     st.add_argument("--dir", type=Path, default=None, help="keep (and reuse) the generated files here")
     ch = sub.add_parser("child", help=argparse.SUPPRESS)
     ch.add_argument("what", choices=sorted(CHILDREN))

@@ -7,13 +7,24 @@ import random
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_metrics import CATALOG, Row, as_dict, frame, metrics_of, row, verdict_rows
 
-from ifsweep.metrics import paired_differences
-from ifsweep.metrics.bootstrap import build_structure, evaluate, unit_index
-from ifsweep.metrics.compute import components_of
+from ifsweep.metrics import Components, Leaf, paired_differences
+from ifsweep.metrics.bootstrap import (
+    CI_SCHEMA,
+    bootstrap_intervals,
+    build_structure,
+    evaluate,
+    percentile_interval,
+    rng_for,
+    unit_index,
+    weight_batches,
+)
+from ifsweep.metrics.components import LEAF_SCHEMA, PARENT_SCHEMA, ROWS_PER_PART, STAT_KEY
+from ifsweep.metrics.compute import all_components, components_of, validated
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -151,3 +162,77 @@ def test_paired_uses_only_instances_kept_for_both() -> None:
     assert math.isclose(out["diff"], 1 - 5 / 9)
     fb = paired_differences(frame(a + b), CATALOG, "cfbench", "CSR", models=["a"], resamples=10)
     assert fb.height == 0
+
+
+def frame_route(leaves: pl.DataFrame, parents: pl.DataFrame, resamples: int, seed: int) -> pl.DataFrame:
+    """Intervals the way they were computed before the bootstrap read codes: from the per-unit frame
+    (six strings a row), each (benchmark, unit kind) through `build_structure`, which paired
+    differences still use."""
+    out = []
+    for (bench, kind), part in sorted(leaves.group_by(["benchmark", "unit_kind"]), key=lambda g: str(g[0])):
+        units = unit_index(part)
+        s = build_structure(part, parents, units)
+        rng = rng_for(seed, str(bench), str(kind))
+        samples = np.vstack([evaluate(s, w) for w in weight_batches(rng, units.height, resamples)])
+        lo, hi = percentile_interval(samples, 0.95)
+        out.append(s.keys.with_columns(pl.Series("ci_low", lo), pl.Series("ci_high", hi)))
+    got = pl.concat(out) if out else pl.DataFrame(schema=CI_SCHEMA)
+    return got.with_columns(pl.col("ci_low", "ci_high").fill_nan(None)).cast(pl.Schema(CI_SCHEMA))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(verdict_rows(), st.integers(0, 2**31))
+def test_intervals_from_codes_equal_the_per_unit_frame_route(rows: list[Row], seed: int) -> None:
+    """compute_metrics(ci=True) builds its matrices from codes; every bound is bit for bit the one the
+    per-unit frame gives, on every benchmark's statistics and coverage."""
+    leaves, parents = components_of(frame(rows), CATALOG)
+    want = frame_route(leaves, parents, 50, seed).sort(list(STAT_KEY))
+    got = metrics_of(frame(rows), ci=True, resamples=50, seed=seed).select(list(CI_SCHEMA))
+    assert got.equals(want)
+
+
+def _two_slices_one_name() -> Components:
+    """A plugin-style leaf whose slice ignores the column it is grouped by: a unit's two split values
+    land in one statistic, so that statistic has two cells on the unit, which are summed."""
+    units = pl.LazyFrame(
+        {
+            "benchmark": ["b"] * 6,
+            "model": ["m", "m", "m", "n", "n", "n"],
+            "instance_id": ["i1", "i1", "i2", "i1", "i2", "i3"],
+            "split": ["x", "y", "x", "x", "y", "y"],
+            "v": [0.25, 0.5, 1.0, 0.125, 0.75, 0.375],
+        }
+    )
+    leaf = Leaf(units, "M", pl.lit("all"), ("split",), "instance", "instance_id", pl.col("v"))
+    by_split = Leaf(
+        units, "M", pl.format("split={}", "split"), ("split",), "instance", "instance_id", pl.col("v")
+    )
+    return Components((leaf, by_split))
+
+
+def test_cells_a_slice_names_twice_are_summed_as_in_the_frame() -> None:
+    c = _two_slices_one_name()
+    parents = pl.DataFrame(schema=PARENT_SCHEMA)
+    got = bootstrap_intervals(c.unit_cells(), parents, resamples=200, seed=4).sort(list(STAT_KEY))
+    want = frame_route(c.per_unit().collect(), parents, 200, 4).sort(list(STAT_KEY))
+    assert got.height == 6 and got.equals(want)
+
+
+@pytest.mark.parametrize("rows_per_part", [ROWS_PER_PART, 7])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=verdict_rows())
+def test_unit_cells_decode_to_the_per_unit_rows(rows: list[Row], rows_per_part: int) -> None:
+    """Each cell's codes name the statistic and unit of a per-unit row, with its num and den, for every
+    leaf family of every benchmark and coverage; units made of rows (InFoBench's per type) summed in
+    one part or in parts of 7 rows."""
+    c = all_components(validated(frame(rows), CATALOG)[0], CATALOG)
+    for leaf in c.leaves:
+        cells = leaf.unit_cells(rows_per_part)
+        decoded = (
+            cells.cells.join(cells.stats, on="s")
+            .join(cells.units.drop("benchmark"), on="c")
+            .select(*STAT_KEY, pl.lit(cells.unit_kind).alias("unit_kind"), "unit", "num", "den")
+            .sort(list(LEAF_SCHEMA))
+        )
+        want = leaf.per_unit().collect().cast(pl.Schema(LEAF_SCHEMA)).sort(list(LEAF_SCHEMA))
+        assert decoded.equals(want)
