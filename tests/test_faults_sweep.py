@@ -127,11 +127,14 @@ def test_every_fault_in_a_real_sweep(tmp_path: Path, path: str) -> None:
             else:  # empty, truncated and refused answers are real answers: judged
                 # ...by a judgment of its own, or by the one already bought for another model's
                 # identical answer to the same instance (judge calls are keyed by content: an empty
-                # answer makes the same judge prompt whichever model gave it).
+                # answer makes the same judge prompt whichever model gave it, and a missing text (a
+                # content filter's null) is judged as the empty one: the pipeline plans `text or ""`).
                 twins = {
                     o["model"]
                     for o in gens
-                    if o["instance_id"] == g["instance_id"] and o["text"] == g["text"] and o is not g
+                    if o["instance_id"] == g["instance_id"]
+                    and (o["text"] or "") == (g["text"] or "")
+                    and o is not g
                 }
                 assert (g["model"], g["instance_id"]) in judged or any(
                     (m, g["instance_id"]) in judged for m in twins
