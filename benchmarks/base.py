@@ -137,6 +137,19 @@ class BenchmarkBase:
     def simulated_judge_reply(self, messages: Sequence[Message], decide: Decide) -> str | None:
         return cast("str | None", self._part("_simulated").simulated_judge_reply(messages, decide))
 
+    def rule_gold(self, instance: Instance, response: str) -> tuple[str, tuple[bool, ...]] | None:
+        """What a rule says of an instance it decides, for the judge audit: ("per_constraint", a value
+        per constraint) or ("whole_answer", (passed,)), from the package's `_scoring.instance_rule_gold`;
+        None where it has none."""
+        try:
+            scoring = self._part("_scoring")
+        except ModuleNotFoundError:
+            return None
+        found = getattr(scoring, "instance_rule_gold", None)
+        return (
+            None if found is None else cast("tuple[str, tuple[bool, ...]] | None", found(instance, response))
+        )
+
     def read_reference_outputs(
         self,
         paths: list[Path],

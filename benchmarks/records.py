@@ -79,6 +79,9 @@ class JudgeTask:
     task_idx: int
     turns: tuple[JudgeTurn, ...]
     system: str | None = None
+    # An audit task judges constraints a rule decides (FollowBench's audit_rule_items): its verdicts are
+    # stored as rows of source "audit", beside the rule's, and no metric reads them.
+    audit: bool = False
 
     def messages_for_turn(self, turn_idx: int, earlier_replies: tuple[str, ...]) -> tuple[Message, ...]:
         if len(earlier_replies) != turn_idx:

@@ -18,9 +18,16 @@ from ifsweep.metrics.coverage import coverage_metrics
 from ifsweep.metrics.instances import kept_expr, per_instance, streamed
 from ifsweep.metrics.paired import paired_differences
 from ifsweep.metrics.panel import MAJORITY, judges_in, majority_rows, one_judge, select_judges
+from ifsweep.metrics.render.estimates import (
+    estimate_lines,
+    estimates_html,
+    estimates_markdown,
+    with_estimate_keys,
+)
 from ifsweep.metrics.render.report_html import render_html
 from ifsweep.metrics.render.report_markdown import render_markdown
 from ifsweep.metrics.render.report_text import render_csv, render_json, render_table
+from ifsweep.metrics.sampling.estimates import estimate_metrics
 from ifsweep.metrics.schema import (
     METRIC_COLUMNS,
     VERDICT_SCHEMA,
@@ -47,6 +54,10 @@ __all__ = [
     "benchmark_metrics",
     "compute_metrics",
     "coverage_metrics",
+    "estimate_lines",
+    "estimate_metrics",
+    "estimates_html",
+    "estimates_markdown",
     "judges_in",
     "kendall_tau_b",
     "kept_expr",
@@ -65,4 +76,5 @@ __all__ = [
     "split_slice",
     "streamed",
     "validate_verdicts",
+    "with_estimate_keys",
 ]

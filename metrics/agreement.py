@@ -33,6 +33,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ifsweep.metrics.instances import as_lazy
+from ifsweep.metrics.schema import CONSTRAINT_KEY
 
 __all__ = [
     "Agreement",
@@ -46,7 +47,7 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 ALL_TYPES = "all"  # the constraint_type of the statistics over every type of a benchmark
-_UNIT = ["benchmark", "model", "instance_id", "constraint_idx"]
+_UNIT = ["benchmark", "model", "instance_id", *CONSTRAINT_KEY]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ def _units(rows: pl.LazyFrame | pl.DataFrame, judges: Sequence[str]) -> pl.DataF
     if df.height == 0:
         return pl.DataFrame(
             schema={c: pl.String for c in ("benchmark", "model", "instance_id")}
-            | {"constraint_idx": pl.Int64, "constraint_type": pl.String}
+            | {"instruction_idx": pl.Int64, "constraint_idx": pl.Int64, "constraint_type": pl.String}
             | {j: pl.Int8 for j in judges}
         )
     wide = df.pivot(on="judge", index=[*_UNIT, "constraint_type"], values="v", aggregate_function="first")

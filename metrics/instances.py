@@ -7,7 +7,13 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from ifsweep.metrics.schema import METRIC_COLUMNS, OPTIONAL_COLUMNS, VERDICT_SCHEMA, VerdictError
+from ifsweep.metrics.schema import (
+    CONSTRAINT_KEY,
+    METRIC_COLUMNS,
+    OPTIONAL_COLUMNS,
+    VERDICT_SCHEMA,
+    VerdictError,
+)
 
 INSTANCE_KEY: list[str] = ["benchmark", "model", "instance_id"]
 
@@ -116,6 +122,9 @@ def per_instance(
     # valid until they are turned back into categoricals (`_decoded`), which then hold them.
     alive = pl.Series(dtype=ids)
     present = mine.collect_schema()
+    # Rows of a benchmark without sub-instructions may leave the column out: each constraint is then
+    # known by its index alone.
+    mine = mine.with_columns(pl.lit(None, pl.Int64).alias(c) for c in CONSTRAINT_KEY if c not in present)
     attributes = mine.with_columns(pl.col(c).cast(ids) for c in ATTRIBUTES if c in present)
     code = [pl.col(c).cast(ids).to_physical().cast(pl.UInt64) for c in ("model", "instance_id")]
     key = (code[0] * _HALF + code[1]).alias("_key")
@@ -147,14 +156,26 @@ _TWICE = ["_rows", "_bits"]
 
 
 def _twice_aggs() -> list[pl.Expr]:
-    """Per group, its rows and the or of bit constraint_idx of each: with no index set twice, the bits
-    set number the rows. Every index outside 0-31 shares bit 32, so two of them make the instance a
-    suspect, left to `_one_verdict_each`. (A sum of the bits beside the or, as before, held 8 bytes
-    more per group and per row the hot groups missed; an n_unique per group held more than a hash set
-    of every row: 30M InFoBench rows, 2.53 GB of peak RSS against 1.76 GB.)"""
-    c = pl.col("constraint_idx")
-    bit = pl.lit(2, pl.UInt64).pow(pl.when(c.is_between(0, 31)).then(c).otherwise(32))
-    return [pl.len().alias("_rows"), bit.bitwise_or().alias("_bits")]
+    """Per group, its rows and the or of one bit per constraint (`_constraint_bit`): with no
+    constraint verdicted twice, the bits set number the rows. (A sum of the bits beside the or, as
+    before, held 8 bytes more per group and per row the hot groups missed; an n_unique per group held
+    more than a hash set of every row: 30M InFoBench rows, 2.53 GB of peak RSS against 1.76 GB.)"""
+    return [pl.len().alias("_rows"), _constraint_bit().bitwise_or().alias("_bits")]
+
+
+_PER_PART = 8  # bit positions given to each sub-instruction before the next one's begin
+
+
+def _constraint_bit() -> pl.Expr:
+    """2 to a position of the constraint's identity (CONSTRAINT_KEY): its index plus 8 per
+    sub-instruction before it, so EIFBench's indexes, restarting in each sub-instruction, take bits
+    of their own. Positions outside 0-62 share bit 63, and an index past 7 may meet the next
+    sub-instruction's: two rows on one bit only make the instance a suspect, left to
+    `_one_verdict_each`; two verdicts of one constraint always share their bit."""
+    part, c = (pl.col(name) for name in CONSTRAINT_KEY)
+    at = c + part.fill_null(0) * _PER_PART
+    inside = at.is_between(0, 62) & (part.is_null() | (part >= 0))
+    return pl.lit(2, pl.UInt64).pow(pl.when(inside).then(at).otherwise(63))
 
 
 def _maybe_twice(inst: pl.DataFrame, parts: bool) -> pl.DataFrame:
@@ -173,7 +194,7 @@ def _slot_mix() -> pl.Expr:
     perf/metrics_perf.py's synth, streamed, best of 3 in one run, load average 16 on 2 cores: 0.65 s;
     a hash of the struct 1.00 s; the exact n_unique 2.06 s). Each column is hashed with a seed of its
     own, so equal values in two columns never cancel."""
-    columns = ("benchmark", "model", "judge", "instance_id", "constraint_idx")
+    columns = ("benchmark", "model", "judge", "instance_id", *CONSTRAINT_KEY)
     mix = pl.col(columns[0]).hash(1)
     for seed, column in enumerate(columns[1:], start=2):
         mix = mix ^ pl.col(column).hash(seed)
@@ -185,14 +206,14 @@ def _one_verdict_each(rows: pl.LazyFrame) -> None:
     one, or two scoring modes) would be pooled into one figure without a sign. `rows`: the instances
     the bits suspect; a count of distinct `_slot_mix` clears them first (as when two judges' verdicts
     met in one group, or indexes past 31 shared a bit), holding the exact frame only when it fails."""
-    slot = ["benchmark", "model", "judge", "instance_id", "constraint_idx"]
+    slot = ["benchmark", "model", "judge", "instance_id", *CONSTRAINT_KEY]
     counts = streamed(rows.select(_slot_mix().n_unique().alias("distinct"), pl.len().alias("n")))
     if counts.item(0, "distinct") == counts.item(0, "n"):
         return
     frame = streamed(rows.select(*slot, "scoring"))
     twice = (
         frame.filter(pl.struct(slot).is_duplicated())
-        .group_by(slot[:-1], maintain_order=True)
+        .group_by(slot[: -len(CONSTRAINT_KEY)], maintain_order=True)
         .agg(pl.col("scoring").unique(maintain_order=True))
     )
     named = "; ".join(

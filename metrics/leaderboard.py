@@ -17,8 +17,10 @@ def benchmarks_in(metrics: pl.DataFrame, catalog: Catalog) -> list[str]:
 
 def leaderboard(metrics: pl.DataFrame, catalog: Catalog, benchmark: str) -> pl.DataFrame:
     """Columns: model, then per headline metric M: M, M_lo, M_hi (null without intervals), M_n; then
-    coverage and coverage_n. Ranked by the benchmark's primary metric, best first; equal scores keep
-    the order of `metrics` (compute_metrics sorts by model name; a report puts config order first)."""
+    coverage and coverage_n. Ranked by the benchmark's primary metric, best first, ties by its other
+    headline metrics in order; what ties on all keeps the order of `metrics` (compute_metrics sorts by
+    model name; `report`, `metrics`, `ifsweep.scores` and the viewer put the config's order, else the
+    natural order, first)."""
     names = [*catalog.headline(benchmark), "coverage"]
     part = metrics.filter((pl.col("benchmark") == benchmark) & (pl.col("slice") == "all"))
     has_ci = "ci_low" in part.columns
@@ -32,8 +34,30 @@ def leaderboard(metrics: pl.DataFrame, catalog: Catalog, benchmark: str) -> pl.D
             else [pl.lit(None, pl.Float64).alias(f"{m}_lo"), pl.lit(None, pl.Float64).alias(f"{m}_hi")]
         )
         out = out.join(part.filter(pl.col("metric") == m).select("model", *cols), on="model", how="left")
-    rank = catalog.primary(benchmark)
-    return out.sort(rank, descending=True, nulls_last=True, maintain_order=True)
+    # Ties on the primary metric go to the next headline metric, and so on; what ties on all of them
+    # keeps the order of `metrics` (a report's: the config's).
+    primary = catalog.primary(benchmark)
+    ranks = [primary, *(m for m in catalog.headline(benchmark) if m != primary)]
+    return out.sort(ranks, descending=True, nulls_last=True, maintain_order=True)
+
+
+def partial_note(metrics: pl.DataFrame, benchmark: str) -> str:
+    """What part of its plan each model of a benchmark's table covers, when any covers less than all:
+    "partial run: alpha 32 of 425 planned instances; beta ...". From the `planned` and `done` columns a
+    run directory's reading adds (runner/commands/rundir.with_progress); "" without them or when every
+    model is done."""
+    if "planned" not in metrics.columns or "done" not in metrics.columns:
+        return ""
+    part = (
+        metrics.filter(pl.col("benchmark") == benchmark)
+        .select("model", "planned", "done")
+        .unique(subset="model", maintain_order=True)
+        .drop_nulls()
+    )
+    if part.height == 0 or all(d >= p for d, p in zip(part["done"], part["planned"], strict=True)):
+        return ""
+    each = "; ".join(f"{m} {d} of {p} planned instances" for m, p, d in part.iter_rows())
+    return f"partial run: {each}"
 
 
 def header(catalog: Catalog, benchmark: str, metric: str) -> str:

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 import polars as pl
 
 from ifsweep.metrics.instances import as_lazy, streamed
+from ifsweep.metrics.schema import CONSTRAINT_KEY
 
 MAJORITY = "majority"
 ALL = "all"
-UNIT_KEY: tuple[str, ...] = ("benchmark", "model", "instance_id", "constraint_idx")
+UNIT_KEY: tuple[str, ...] = ("benchmark", "model", "instance_id", *CONSTRAINT_KEY)
 
 
 def with_judge(rows: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:

@@ -57,6 +57,11 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "status",
 )
 
+# What identifies a constraint within an instance: its sub-instruction (null where a benchmark has none)
+# and its index. EIFBench numbers its constraints from 0 in each sub-instruction, so the index alone
+# does not (docs/metrics.md).
+CONSTRAINT_KEY: tuple[str, ...] = ("instruction_idx", "constraint_idx")
+
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 # Fields every row needs, whatever its benchmark; the others are null where a benchmark has no such notion

@@ -46,15 +46,16 @@ JUDGE = "anthropic/claude-sonnet-4-5"
 BATCH = "max_requests = 1000, max_age_s = 1, poll_s = 0.25, poll_max_s = 2"
 
 
-def config(out: Path, root: str, models: int, limit: int, data: Path, batch: bool) -> str:
+def config(out: Path, root: str, models: int, limit: int, data: Path, batch: bool, judge: str = JUDGE) -> str:
     extra = f'api_base = "{root}"' + (f"\nbatch = {{ {BATCH} }}" if batch else "")
     lines = ["[run]", f'output_dir = "{out}"', 'progress = "off"', "concurrency = 64", ""]
     lines += ["[[benchmarks]]", 'name = "eifbench"', f'data = "{data}"', 'scenario = "party"']
     lines += [f"limit = {limit}", ""]
-    for name in MODELS[:models]:
+    # Never the judge's own model: the simulator's log tells models apart by name alone.
+    for name in [m for m in MODELS if f"anthropic/{m}" != judge][:models]:
         lines += ["[[models]]", f'id = "{name}"', f'model = "anthropic/{name}"', extra]
         lines += ["params = { temperature = 0, max_tokens = 512 }", ""]
-    lines += ["[judge]", f'model = "{JUDGE}"', extra, "params = { temperature = 0, max_tokens = 256 }", ""]
+    lines += ["[judge]", f'model = "{judge}"', extra, "params = { temperature = 0, max_tokens = 256 }", ""]
     return "\n".join(lines)
 
 
@@ -80,16 +81,18 @@ def judge_spend(run_dir: Path) -> float:
 
 
 def cache_and_batch(tmp: Path, args: argparse.Namespace, data: Path) -> bool:
-    price = litellm_price(JUDGE)
+    price = litellm_price(args.judge)
     assert price is not None
-    name = JUDGE.partition("/")[2]
+    name = args.judge.partition("/")[2]
     with SimulatorThread(SimConfig(seed=7, batch=BatchSettings(delay_s=args.delay_s))) as sim:
         code_i, wall_i = run(
-            tmp, "inter", config(tmp / "inter", sim.root_url, args.models, args.limit, data, False)
+            tmp,
+            "inter",
+            config(tmp / "inter", sim.root_url, args.models, args.limit, data, False, args.judge),
         )
         judged = [s for s in sim.stats.log if s.model == name]
         code_b, wall_b = run(
-            tmp, "batch", config(tmp / "batch", sim.root_url, args.models, args.limit, data, True)
+            tmp, "batch", config(tmp / "batch", sim.root_url, args.models, args.limit, data, True, args.judge)
         )
         batched = [s for s in sim.stats.log if s.model == name and s.batch]
         created = sim.stats.batches_created
@@ -97,7 +100,8 @@ def cache_and_batch(tmp: Path, args: argparse.Namespace, data: Path) -> bool:
     written = sum(s.cache_write_tokens for s in judged) / max(1, sum(s.prompt_tokens for s in judged))
     spent, billed = judge_spend(tmp / "inter"), bill(judged, price)
     print(
-        f"data: {data} (party, {args.limit} tasks), {args.models} models, judge {JUDGE} (LiteLLM map prices)"
+        f"data: {data} (party, {args.limit} tasks), {args.models} models, judge {args.judge} "
+        "(LiteLLM map prices)"
     )
     print(
         f"interactive judge: {len(judged)} calls, {share:.1%} of prompt tokens read from cache, "
@@ -123,7 +127,7 @@ def cache_and_batch(tmp: Path, args: argparse.Namespace, data: Path) -> bool:
 def kill_and_resume(tmp: Path, args: argparse.Namespace, data: Path) -> bool:
     with SimulatorThread(SimConfig(seed=7, batch=BatchSettings(delay_s=3600))) as sim:
         run_dir, cfg = tmp / "killed", tmp / "killed.toml"
-        cfg.write_text(config(run_dir, sim.root_url, args.models, args.limit, data, True))
+        cfg.write_text(config(run_dir, sim.root_url, args.models, args.limit, data, True, args.judge))
         command = [sys.executable, "-m", "ifsweep.runner.commands.cli", "run", str(cfg)]
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
@@ -151,6 +155,11 @@ def main() -> int:
     p.add_argument("--models", type=int, default=2)
     p.add_argument("--limit", type=int, default=10, help="EIFBench party tasks")
     p.add_argument("--data", type=Path, default=None, help="EIFBench's folder")
+    p.add_argument(
+        "--judge",
+        default=JUDGE,
+        help="the judge (claude-haiku-4-5 caches only from 4,096 tokens: simulator/prefix.py)",
+    )
     p.add_argument("--delay-s", type=float, default=1.0, help="how long a simulated batch takes")
     args = p.parse_args()
     data = args.data or (SHARED if SHARED.is_dir() else benchmarks.get("eifbench").fixture_dir())

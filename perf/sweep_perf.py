@@ -16,6 +16,9 @@ Scenarios and goals (docs/design/scheduler.md has the measured figures):
   latency   latency 200 ms, c256, 8,000 calls: >= 90% of the ideal 1,280 calls/s
   limits    rpm 1200 and a binding tpm, 2 s burst: >= 95% of the limit's throughput, <= 1% 429s
   budget    cap = half the sweep's cost: spent <= cap and >= 95% of it
+  fullscale 40 models x (FollowBench 820 + CFBench 1,000 + EIFBench party 100) = 76,800 pairs, about
+            456,560 calls with the simulated judge, c512, in a child process, against 10 models of it:
+            peak RSS <= 600 MB, 40 / 10 models <= 1.15, beside the bare loop's CPU per call (about 4 min)
   memory    200k calls vs 50k calls at latency 0: peak RSS < 500 MB and within 10%, grown two ways:
             4x the models (40 -> 160 models x 1,250 instances), the way sweeps grow, and 4x the
             instances (40 models x 1,250 -> 5,000), where the bigger data set itself is held in memory
@@ -60,7 +63,15 @@ FOLLOWBENCH = Path(
 )
 INSPECT_VENV = Path(tempfile.gettempdir()) / "ifsweep-inspect-venv"
 MAX_TOKENS = 128
-SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory")
+SCENARIOS = ("overhead", "inspect", "latency", "limits", "budget", "memory", "fullscale")
+SHARED = HERE.parents[1] / "shared" / "benchmarks"
+# The full-size sweep of issue 35: each benchmark's whole released data (FollowBench's six English
+# categories, 820 instances; CFBench's 1,000; EIFBench's party scenario, 100, about 80 judge calls each).
+FULLSCALE = (
+    ("followbench", SHARED / "FollowBench" / "data", ""),
+    ("cfbench", SHARED / "CFBench" / "data", ""),
+    ("eifbench", SHARED / "EIFBench" / "data", 'scenario = "party"'),
+)
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -613,6 +624,66 @@ def memory(root: Path, run: int) -> dict[str, float]:
     return figures
 
 
+def fullscale_toml(out: Path, base: str, *, models: int, concurrency: int = 512) -> str:
+    lines = ["[run]", f'output_dir = "{out}"', 'progress = "off"', f"concurrency = {concurrency}", ""]
+    for name, data, extra in FULLSCALE:
+        lines += ["[[benchmarks]]", f'name = "{name}"', f'data = "{data}"', extra, ""]
+    params = f"params = {{ temperature = 0, max_tokens = {MAX_TOKENS} }}"
+    for i in range(models):
+        lines += ["[[models]]", f'id = "m{i:02d}"', f'model = "openai/sim-m{i:02d}"', f'api_base = "{base}"']
+        lines += [params, ""]
+    lines += ["[judge]", 'id = "judge"', 'model = "openai/sim-judge"', f'api_base = "{base}"', params, ""]
+    return "\n".join(lines)
+
+
+def _summary_calls(run_dir: Path) -> tuple[str, int]:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return summary["status"], sum(int(row["calls"]) for row in summary["by_model"])
+
+
+def fullscale(
+    root: Path, run: int, sizes: Sequence[int] = (10, 40), keep_run: Path | None = None
+) -> dict[str, float]:
+    """Peak RSS, wall, CPU per call and calls/s of the full-size sweep at 10 and 40 models, each an
+    `ifsweep run` child; the bare loop's CPU per call measured against the same simulator first.
+    With `keep_run`, the biggest size's run directory is written there and kept (the commands' perf
+    scripts read it: perf/reading_perf.py fullscale)."""
+    for _, data, _ in FULLSCALE:
+        if not data.is_dir():
+            raise SystemExit(f"fullscale needs the benchmark data: {data} is not there")
+    peaks: dict[int, float] = {}
+    with simulator() as sim:
+        bodies = same_requests(40)
+        asyncio.run(bare_loop(sim.base, bodies[:500], 64))  # warm the server
+        b_rate, b_cpu = asyncio.run(bare_loop(sim.base, bodies, 64))
+        print(f"fullscale run {run}: bare aiohttp+orjson {b_rate:.0f} calls/s, {b_cpu:.3f} CPU ms/call")
+        for models in sizes:
+            kept = keep_run is not None and models == max(sizes)
+            out = fresh(
+                *((keep_run.parent, keep_run.name) if keep_run and kept else (root, f"full-{models}-run"))
+            )
+            cfg = write_config(root, f"full-{models}", fullscale_toml(out, sim.base, models=models))
+            code, wall, cpu, rss_kib = sweep_subprocess(cfg)
+            status, calls = _summary_calls(out)
+            peaks[models] = rss_kib / 1024
+            print(
+                f"  {models} models: exit {code} {status}, {calls} calls, peak RSS {rss_kib / 1024:.0f} MB, "
+                f"{wall:.0f} s wall, {calls / wall:.0f} calls/s, {cpu * 1000 / calls:.3f} CPU ms/call "
+                f"(bare loop {b_cpu:.3f}: {b_cpu / (cpu * 1000 / calls):.0%}) ({load_avg()})"
+            )
+            if not kept:
+                shutil.rmtree(out, ignore_errors=True)
+    small, big = min(peaks), max(peaks)
+    ratio = peaks[big] / peaks[small]
+    if small == big:  # one size: no ratio to print
+        return {"peak_mb": peaks[big]}
+    print(
+        f"  peak RSS {big} / {small} models: {ratio:.2f} (goal <= 1.15); {big} models "
+        f"{peaks[big]:.0f} MB (goal <= 600 MB)"
+    )
+    return {"ratio": ratio, "peak_mb": peaks[big]}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_child_sweep"]:
@@ -628,7 +699,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--against", metavar="REV", help="overhead: also measure git revision REV's pipeline, in the same run"
     )
+    p.add_argument(
+        "--sizes", type=int, nargs="+", default=[10, 40], help="fullscale: the model counts (default 10 40)"
+    )
     p.add_argument("--keep", type=Path, help="work in this folder and keep it (default: a temp folder)")
+    p.add_argument(
+        "--keep-run",
+        type=Path,
+        metavar="DIR",
+        help="fullscale: write the biggest size's run directory to DIR, keep it",
+    )
     args = p.parse_args(argv)
     chosen = args.scenarios or list(SCENARIOS)
     for name in chosen:
@@ -651,6 +731,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     budget(root, run)
                 elif name == "memory":
                     memory(root, run)
+                elif name == "fullscale":
+                    fullscale(root, run, args.sizes, args.keep_run)
                 sys.stdout.flush()
     finally:
         if args.keep is None:

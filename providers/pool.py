@@ -30,6 +30,7 @@ from ifsweep.providers.records import (
     UnknownPrice,
 )
 from ifsweep.providers.send.context import overflow_in
+from ifsweep.providers.send.conversation import conversation
 from ifsweep.providers.send.fast import (
     DEFAULT_BASES,
     DUMMY_KEY,
@@ -38,8 +39,9 @@ from ifsweep.providers.send.fast import (
     Reply,
     reply_status,
 )
+from ifsweep.providers.send.params import sent_params
 from ifsweep.providers.send.prefix import CacheHint, cache_params, caches_prefixes
-from ifsweep.providers.send.retry import RetryDecision, RetryPolicy, classify
+from ifsweep.providers.send.retry import RetryDecision, RetryPolicy, classify, out_of_quota, quota_advice
 from ifsweep.providers.send.scrub import redact_values, scrub, secret_values
 from ifsweep.providers.send.via_litellm import LiteLLMSender
 
@@ -55,7 +57,8 @@ TPM_BURST_S = 1.0
 # Output tokens reserved (TPM and budget) when params set no max_tokens: an assumption, see providers.md.
 DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
 _DEFAULT_RETRY = RetryPolicy()
-# Attempt outcomes after which the provider may have run (and billed) the prompt.
+# Attempt outcomes after which the provider may have run (and billed) the prompt, when the request was
+# sent (`RetryDecision.sent`): a connection never made bills nothing.
 _AMBIGUOUS: frozenset[ErrorKind] = frozenset({"timeout", "connection", "malformed"})
 # Provider prefixes routed without asking litellm when an api_base is given (saves its 3 s import).
 _OPENAI_PREFIXES = ("openai", "hosted_vllm", "custom_openai")
@@ -127,6 +130,9 @@ class _Shared:
 
     limiter: EndpointLimiter
     counters: _Counters
+    # Set by the first 429 that no wait fixes (the account is out of credit): every later call of the
+    # endpoint ends at once with this message, nothing sent.
+    out_of_quota: str | None = None
 
 
 class ProviderPool:
@@ -216,10 +222,10 @@ class ProviderPool:
             assert route.api_base is not None
             base = route.api_base
             sender: FastSender | LiteLLMSender = FastSender(
-                lambda: self._session(base), base, route.model, spec.params
+                lambda: self._session(base), base, route.model, sent_params(spec)
             )
         else:
-            sender = LiteLLMSender(route.model, route.api_base, spec.params, route.provider)
+            sender = LiteLLMSender(route.model, route.api_base, sent_params(spec), route.provider)
             self._used_litellm = True
         endpoint = Endpoint(self, spec, route, price, shared, sender)
         self._endpoints[id(spec)] = endpoint
@@ -439,6 +445,10 @@ class Endpoint:
         `key`, the caller's name for the call, matters only in batch mode (providers/batch/endpoint.py)."""
         self._shared.counters.calls += 1
         start = time.perf_counter()
+        # What the provider takes, on either path (the key names this body: runner/store/keys.py).
+        messages = conversation(self._route.provider, messages)
+        if self._shared.out_of_quota is not None:
+            return self._error("quota", self._shared.out_of_quota, _Attempts(), start)
         try:
             api_key = self._api_key()
         except _CallFailed as failed:
@@ -572,7 +582,7 @@ class Endpoint:
     ) -> Completion | None:
         limiter = self._limiter
         decision = classify(exc)
-        ambiguous = decision.kind in _AMBIGUOUS
+        ambiguous = decision.kind in _AMBIGUOUS and decision.sent
         attempts.ambiguous += ambiguous
         if decision.kind == "rate_limit":
             attempts.rate_limited += 1
@@ -581,7 +591,10 @@ class Endpoint:
         limiter.release(admission, used_tokens=None if ambiguous else 0, ok=False)
         detail = self._pool.scrub(str(exc) or type(exc).__name__)
         if not decision.retry:
-            return self._error(decision.kind, self._advice(decision, detail), attempts, None)
+            advice = self._advice(decision, detail)
+            if out_of_quota(decision):
+                self._shared.out_of_quota = advice
+            return self._error(decision.kind, advice, attempts, None)
         wait = max(decision.retry_after_s or 0.0, self._pool._delay(attempts.count))
         when = deadline.when()
         out_of_time = when is not None and loop.time() + wait >= when
@@ -624,6 +637,8 @@ class Endpoint:
                 else f"the prompt exceeds {spec.model}'s window"
             )
             return f"{said}: set a longer context on the server, or leave this benchmark out ({detail})"
+        if decision.kind == "quota":
+            return quota_advice(where, spec.model, detail)
         if decision.kind == "bad_request":
             keys = ", ".join(sorted(spec.params)) or "none"
             return f"{spec.model} rejected the request: check params ({keys}) and prompt length ({detail})"

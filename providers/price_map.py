@@ -35,6 +35,9 @@ class MapEntry:
     max_input_tokens: int | None
     batch_input_per_token: float | None = None  # input_cost_per_token_batches (Batch API)
     batch_output_per_token: float | None = None  # output_cost_per_token_batches
+    # An OpenAI reasoning model (o-series, gpt-5...): `supports_reasoning` on an entry of provider
+    # openai. It takes max_completion_tokens and no sampling parameters (providers/send/params.py).
+    openai_reasoning: bool = False
 
 
 def map_path() -> Path | None:
@@ -115,4 +118,6 @@ def lookup(model: str) -> MapEntry | None:
         else None,
         batch_input_per_token=_number(entry, "input_cost_per_token_batches"),
         batch_output_per_token=_number(entry, "output_cost_per_token_batches"),
+        openai_reasoning=entry.get("supports_reasoning") is True
+        and entry.get("litellm_provider") == "openai",
     )

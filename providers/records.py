@@ -13,6 +13,7 @@ CallStatus = Literal["ok", "empty", "truncated", "refused", "error"]
 # Why a call ended in error. The runner and the report group by these.
 ErrorKind = Literal[
     "rate_limit",  # 429 after every retry
+    "quota",  # 429 that no wait fixes: the account is out of credit or over its spend limit (never retried)
     "server",  # 5xx after every retry
     "timeout",  # per-call deadline passed
     "connection",  # reset, refused, DNS
@@ -21,6 +22,8 @@ ErrorKind = Literal[
     "not_found",  # 404: unknown model or wrong api_base
     "context_length",  # the prompt is longer than the model's context window (never retried)
     "bad_request",  # other 4xx
+    "results_gone",  # a batch ended but its results can no longer be read (expired, archived, deleted)
+    "cancelled",  # its batch was cancelled by someone other than this run (a new run sends it again)
     "other",
 ]
 
@@ -122,6 +125,12 @@ class EndpointSpec:
     # (providers/send/prefix.py); None: on where the provider caches prefixes.
     cache_dispatch: bool | None = None
     batch: BatchPolicy | None = None  # send through the provider's Batch API
+    # Names the server in result keys in place of api_base: a server whose answers do not depend on
+    # where it listens (the built-in simulator, restarted on another port), runner/store/keys.py.
+    server_id: str | None = None
+    # An OpenAI reasoning model: sent max_completion_tokens and no sampling parameters
+    # (providers/send/params.py); None: as LiteLLM's model map says.
+    reasoning: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from ifsweep.providers.records import BatchPolicy, EndpointSpec, Price
 
 ScoringMode = Literal["paper", "reference"]
 ProgressMode = Literal["auto", "rich", "plain", "off"]
+OrderMode = Literal["seeded", "file"]
 
 DEFAULT_CONCURRENCY = 64
 DEFAULT_MODEL_CONCURRENCY = 32
@@ -37,7 +38,12 @@ _RUN_KEYS = {
     "stop_deadline_s": "how long in-flight calls may finish after Ctrl-C",
     "coordinator": "redis://host:port/db shared by processes that share limits and budget",
     "coordinator_timeout_s": "stop (resumably, exit 1) after the coordinator was unreachable this long",
+    "order": "seeded (every prefix a stratified random sample of the plan) | file (as the data lists them)",
+    "order_seed": "the seed of the seeded order (a whole number >= 0; recorded in the manifest)",
+    "stop_when": "{ halfwidth = H } or { ranking = C, tie = T }, optionally metric = M: stop once settled",
 }
+_STOP_KEYS = {"halfwidth", "ranking", "tie", "confidence", "metric"}
+DEFAULT_STOP_CONFIDENCE = 0.95
 _BENCH_KEYS = {"name", "data", "limit", "scoring", "reask"}
 _ENDPOINT_KEYS = {
     "id",
@@ -55,6 +61,8 @@ _ENDPOINT_KEYS = {
     "timeout_s",
     "cache_dispatch",
     "batch",
+    "server_id",
+    "reasoning",
 }
 _PRICE_KEYS = {"input_per_mtok", "output_per_mtok"}
 _CACHE_PRICE_KEYS = {"cached_input_per_mtok", "cache_write_per_mtok"}  # optional: default to input
@@ -90,9 +98,28 @@ class BenchmarkConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class StopWhen:
+    """`[run] stop_when`: stop a model once its headline metrics are known closely enough
+    (`halfwidth`: every benchmark's anytime-valid interval at `confidence` is at most this wide on
+    each side), or once its rank is settled (`ranking`: the confidence at which each neighbour must be
+    separated from it, unless within `tie` of it). `metric`: a headline metric of every benchmark,
+    whose per-unit contribution is watched instead of the share of satisfied constraints (checked
+    against the benchmarks' catalog when the work is loaded: runner/engine/sweep.py)."""
+
+    halfwidth: float | None = None
+    ranking: float | None = None
+    tie: float = 0.0
+    confidence: float = DEFAULT_STOP_CONFIDENCE
+    metric: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunConfig:
     output_dir: Path
-    max_usd: float | None = None
+    max_usd: float | None = None  # the config's cap, which the manifest records
+    # `ifsweep run --max-usd X`: the cap of this run in place of max_usd (the summary records it);
+    # `cap_usd` is the one in force.
+    max_usd_flag: float | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     reask: int = 2
     retry_errors: bool = True
@@ -101,6 +128,13 @@ class RunConfig:
     stop_deadline_s: float = 30.0
     coordinator: CoordinatorSettings | None = None  # shared limits and budget (IFSWEEP_COORDINATOR wins)
     coordinator_timeout_s: float | None = None  # None: wait for an unreachable coordinator for ever
+    order: OrderMode = "seeded"  # how pairs are walked: runner/engine/order.py
+    order_seed: int = 0
+    stop_when: StopWhen | None = None
+
+    @property
+    def cap_usd(self) -> float | None:
+        return self.max_usd if self.max_usd_flag is None else self.max_usd_flag
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +291,52 @@ def _run(path: Path, base: Path, t: Mapping[str, Any]) -> RunConfig:
         coordinator_timeout_s=_opt_pos_float(
             path, "run.coordinator_timeout_s", t.get("coordinator_timeout_s")
         ),
+        order=_order(path, t.get("order", "seeded")),
+        order_seed=_nonneg_int(path, "run.order_seed", t.get("order_seed", 0)),
+        stop_when=_stop_when(path, t["stop_when"]) if "stop_when" in t else None,
     )
+
+
+def _order(path: Path, v: Any) -> OrderMode:
+    if v == "seeded":
+        return "seeded"
+    if v == "file":
+        return "file"
+    raise ConfigError(path, "run.order", f"expected 'seeded' or 'file', got {v!r}")
+
+
+def _stop_when(path: Path, v: Any) -> StopWhen:
+    """`stop_when`: one of halfwidth or ranking, with the numbers each allows."""
+    t = _table(path, "run.stop_when", v)
+    _no_unknown(path, "run.stop_when", t, _STOP_KEYS)
+    if ("halfwidth" in t) == ("ranking" in t):
+        raise ConfigError(path, "run.stop_when", "give exactly one of halfwidth = H or ranking = C")
+    if "halfwidth" in t:
+        halfwidth = _opt_pos_float(path, "run.stop_when.halfwidth", t["halfwidth"])
+        if "tie" in t:
+            raise ConfigError(path, "run.stop_when.tie", "only with ranking = C")
+    else:
+        halfwidth = None
+        if "confidence" in t:
+            raise ConfigError(path, "run.stop_when.confidence", "with ranking, ranking is the confidence")
+    ranking = _unit_interval(path, "run.stop_when.ranking", t["ranking"]) if "ranking" in t else None
+    default = ranking or DEFAULT_STOP_CONFIDENCE
+    confidence = _unit_interval(path, "run.stop_when.confidence", t.get("confidence", default))
+    metric = _str(path, "run.stop_when.metric", t["metric"]) if "metric" in t else None
+    return StopWhen(
+        halfwidth=halfwidth,
+        ranking=ranking,
+        tie=_nonneg_float(path, "run.stop_when.tie", t.get("tie", 0.0)),
+        confidence=confidence,
+        metric=metric,
+    )
+
+
+def _unit_interval(path: Path, key: str, v: Any) -> float:
+    """A confidence: strictly between 0 and 1."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v < 1:
+        raise ConfigError(path, key, f"expected a number strictly between 0 and 1, got {v!r}")
+    return float(v)
 
 
 def _coordinator(path: Path, value: Any) -> CoordinatorSettings | None:
@@ -347,6 +426,8 @@ def _endpoint(
             _bool(path, f"{where}.cache_dispatch", t["cache_dispatch"]) if "cache_dispatch" in t else None
         ),
         batch=_batch(path, f"{where}.batch", t.get("batch", False), model),
+        server_id=_str(path, f"{where}.server_id", t["server_id"]) if "server_id" in t else None,
+        reasoning=_bool(path, f"{where}.reasoning", t["reasoning"]) if "reasoning" in t else None,
     )
 
 

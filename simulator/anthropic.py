@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -31,12 +31,18 @@ from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, apply_content_fa
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.ledger import UNDELIVERED_FAULTS
 from ifsweep.simulator.limits import RateLimits
-from ifsweep.simulator.prefix import Breakpoint, BreakpointCache, CacheUse
+from ifsweep.simulator.prefix import TTL_S, Breakpoint, BreakpointCache, CacheUse, anthropic_min_tokens
 from ifsweep.simulator.stats import Served
 from ifsweep.simulator.text import answer, count_tokens, prompt_tokens
 from ifsweep.simulator.transport import JSON, deliver, reset
 
 _MAX_BREAKPOINTS = 4  # Anthropic refuses a request with more blocks marked cache_control
+# Anthropic's own words (its 400 invalid_request_error for an account without credit): a client can
+# tell it from other 400s by this message alone (providers/send/retry.py).
+_CREDIT = (
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade "
+    "or purchase credits."
+)
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
 
 
@@ -81,10 +87,21 @@ def _bad(message: str) -> AnthropicError:
     return AnthropicError(400, "invalid_request_error", message)
 
 
-def _blocks(content: Any, where: str) -> list[tuple[str, bool]]:
-    """(text, marked cache_control) of each block of a string or a list of text blocks."""
+def _ttl(block: Mapping[str, Any], where: str) -> float | None:
+    """How long the entry a block marked `cache_control` writes lives; None for an unmarked block."""
+    mark = block.get("cache_control")
+    if mark is None:
+        return None
+    ttl = mark.get("ttl", "5m") if isinstance(mark, dict) else None
+    if ttl not in TTL_S:
+        raise _bad(f"{where}.cache_control.ttl: must be one of '5m', '1h', got {ttl!r}")
+    return TTL_S[ttl]
+
+
+def _blocks(content: Any, where: str) -> list[tuple[str, float | None]]:
+    """(text, ttl when marked cache_control) of each block of a string or a list of text blocks."""
     if isinstance(content, str):
-        return [(content, False)]
+        return [(content, None)]
     if not isinstance(content, list):
         raise _bad(f"{where}: expected a string or a list of content blocks")
     out = []
@@ -95,28 +112,58 @@ def _blocks(content: Any, where: str) -> list[tuple[str, bool]]:
             or not isinstance(block.get("text"), str)
         ):
             raise _bad(f"{where}.{n}: the simulator takes text blocks only")
-        out.append((block["text"], block.get("cache_control") is not None))
+        out.append((block["text"], _ttl(block, f"{where}.{n}")))
     return out
 
 
-def _turns(body: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, bool]]]]:
+def _require_text(
+    where: str, content: Any, blocks: list[tuple[str, float | None]], *, final_assistant: bool
+) -> None:
+    """Anthropic's rule on content (a 400 that no retry fixes): every message has text but an optional
+    final assistant one, and no text block is empty or only whitespace."""
+    if content == "" or content == []:
+        if final_assistant:
+            return
+        raise _bad(
+            f"{where}: all messages must have non-empty content except for the optional final "
+            "assistant message"
+        )
+    for m, (text, _) in enumerate(blocks):
+        at = f"{where}.content.{m}.text" if isinstance(content, list) else where
+        if not text:
+            raise _bad(f"{at}: text content blocks must be non-empty")
+        if not text.strip():
+            raise _bad(f"{at}: text content blocks must contain non-whitespace text")
+
+
+def _turns(body: Mapping[str, Any], strict: bool) -> list[tuple[str, list[tuple[str, float | None]]]]:
     """(role, blocks) of the system prompt (when there is one) and every message, in prompt order."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _bad("messages: must be a non-empty list")
     turns = []
-    if body.get("system") is not None:
-        turns.append(("system", _blocks(body["system"], "system")))
+    system = body.get("system")
+    if system is not None:
+        blocks = _blocks(system, "system")
+        if strict and isinstance(system, list):
+            _require_text("system", system, blocks, final_assistant=False)
+        turns.append(("system", blocks))
     for n, m in enumerate(messages):
         role = m.get("role") if isinstance(m, dict) else None
         if role not in ("user", "assistant"):
             raise _bad(f"messages.{n}.role: must be 'user' or 'assistant' (system goes in 'system')")
-        turns.append((str(role), _blocks(m.get("content"), f"messages.{n}.content")))
+        content = m.get("content")
+        blocks = _blocks(content, f"messages.{n}.content")
+        if strict:
+            final = n == len(messages) - 1 and role == "assistant"
+            _require_text(f"messages.{n}", content, blocks, final_assistant=final)
+        turns.append((str(role), blocks))
     return turns
 
 
-def parse_messages(body: Any) -> MessagesRequest:
-    """A Messages API request body -> MessagesRequest; AnthropicError (400) names what is wrong."""
+def parse_messages(body: Any, *, strict: bool = True) -> MessagesRequest:
+    """A Messages API request body -> MessagesRequest; AnthropicError (400) names what is wrong.
+    `strict`: Anthropic's rule on empty content (waived only by SimConfig.lenient "empty_content")."""
     if not isinstance(body, dict):
         raise _bad("request body must be a JSON object")
     model, max_tokens = body.get("model"), body.get("max_tokens")
@@ -130,13 +177,13 @@ def parse_messages(body: Any) -> MessagesRequest:
     marks: list[Breakpoint] = []
     name = hashlib.blake2b(model.encode(), digest_size=16).digest()
     before = 0  # prompt tokens of the turns before this one
-    for role, blocks in _turns(body):
+    for role, blocks in _turns(body, strict):
         text = ""
-        for part, marked in blocks:
+        for part, ttl in blocks:
             text += part
             name = hashlib.blake2b(name + f"{role}\x1f{part}\x1e".encode("utf-8", "surrogatepass")).digest()
-            if marked:
-                marks.append(Breakpoint(name, before + count_tokens(text)))
+            if ttl is not None:
+                marks.append(Breakpoint(name, before + count_tokens(text), ttl))
         chat.append({"role": role, "content": text})
         before += count_tokens(text)
     if len(marks) > _MAX_BREAKPOINTS:
@@ -193,14 +240,17 @@ def ratelimit_headers(limits: RateLimits) -> dict[str, str]:
 class AnthropicAPI:
     """The Messages endpoint and Message Batches of one simulator (`host`)."""
 
-    def __init__(self, host: Host, seed: int) -> None:
+    def __init__(self, host: Host, seed: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._host = host
-        self.cache = BreakpointCache()
+        self.cache = BreakpointCache(clock=clock)  # entries expire on `clock` (a test's own)
         self.batches = MessageBatches(self.answer_one, host, seed)
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
         self.batches.add_routes(app)
+
+    def _strict(self) -> bool:
+        return "empty_content" not in self._host.config.lenient
 
     def _json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
         self._host.stats.status_counts[status] += 1
@@ -216,7 +266,7 @@ class AnthropicAPI:
     async def _messages_inner(self, request: web.Request) -> web.StreamResponse:
         host, stats = self._host, self._host.stats
         try:
-            req = parse_messages(orjson.loads(await request.read()))
+            req = parse_messages(orjson.loads(await request.read()), strict=self._strict())
         except orjson.JSONDecodeError as exc:
             return self._json(400, error_payload("invalid_request_error", f"request body is not JSON: {exc}"))
         except AnthropicError as exc:
@@ -230,7 +280,11 @@ class AnthropicAPI:
         if fault is not None:
             stats.faults[fault] += 1
         arrived = time.monotonic()
-        use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
+        use = (
+            self.cache.lookup(req.marks, anthropic_min_tokens(req.model))
+            if host.config.prefix_cache
+            else CacheUse(0, 0)
+        )
         payload, out = self._message(req, n_prompt, use, fault, canonical)
         if fault not in NEVER_RAN:  # billed once it reached the model, whether the client waits or not
             delivered = fault not in UNDELIVERED_FAULTS
@@ -246,15 +300,19 @@ class AnthropicAPI:
     def _message(
         self, req: MessagesRequest, n_prompt: int, use: CacheUse, fault: str | None, canonical: bytes
     ) -> tuple[dict[str, Any], int]:
-        """The Message answering `req`, and its output tokens (known even where a fault drops usage)."""
+        """The Message answering `req`, and its output tokens."""
         host, config = self._host, self._host.config
         reply = answer(req.model, req.chat, req.max_tokens, config.seed, host.judges, config.judge_echo)
         msg_id = "msg_sim" + hashlib.blake2b(canonical, digest_size=12).hexdigest()
         payload = message_payload(req, reply.text, reply.finish_reason, use, n_prompt, fault, msg_id)
-        out = int(payload["usage"]["output_tokens"])
-        if fault == "missing_usage":
-            del payload["usage"]
-        return payload, out
+        # No missing_usage here: Anthropic's Message always carries usage (its SDK requires it), so
+        # that fault, drawn on this route, leaves the answer whole.
+        return payload, int(payload["usage"]["output_tokens"])
+
+    def _lookup(self, req: MessagesRequest) -> CacheUse:
+        if not self._host.config.prefix_cache:
+            return CacheUse(0, 0)
+        return self.cache.lookup(req.marks, anthropic_min_tokens(req.model))
 
     def _served(
         self, req: MessagesRequest, n_prompt: int, use: CacheUse, arrived: float, out: int, *, batch: bool
@@ -262,7 +320,7 @@ class AnthropicAPI:
         """Name the request's marked prefixes in the cache and log what was served."""
         host = self._host
         if host.config.prefix_cache:
-            self.cache.store(req.marks)
+            self.cache.store(req.marks, anthropic_min_tokens(req.model))
         host.stats.served(
             Served(req.model, arrived, time.monotonic(), n_prompt, use.read, None, use.written, out, batch)
         )
@@ -307,6 +365,8 @@ class AnthropicAPI:
             return self._json(
                 429, error_payload("rate_limit_error", "Rate limited (simulated, spurious)."), headers
             )
+        if fault == "quota":  # Anthropic says so with a 400, not a 429
+            return self._json(400, error_payload("invalid_request_error", _CREDIT))
         if fault == "reset":
             return reset(request)
         if fault == "hang":
@@ -320,7 +380,7 @@ class AnthropicAPI:
         """One request of a Message Batch, answered as /v1/messages would without latency or limits:
         ("succeeded", message) or ("errored", error) for a bad request or a drawn server fault."""
         try:
-            req = parse_messages(params)
+            req = parse_messages(params, strict=self._strict())
         except AnthropicError as exc:
             return "errored", exc.payload()
         host = self._host
@@ -335,9 +395,15 @@ class AnthropicAPI:
             return "errored", error_payload("api_error", "Internal server error (simulated).")
         if fault in ("rate_limit", "rate_limit_no_header"):
             return "errored", error_payload("overloaded_error", "Overloaded (simulated).")
+        if fault == "quota":
+            return "errored", error_payload("invalid_request_error", _CREDIT)
         content = fault if fault in CONTENT_FAULTS else None
         arrived = time.monotonic()
-        use = self.cache.lookup(req.marks) if host.config.prefix_cache else CacheUse(0, 0)
+        use = (
+            self.cache.lookup(req.marks, anthropic_min_tokens(req.model))
+            if host.config.prefix_cache
+            else CacheUse(0, 0)
+        )
         payload, out = self._message(req, n_prompt, use, content, canonical)
         self._served(req, n_prompt, use, arrived, out, batch=True)
         host.stats.ledger.bill(digest, req.model, "batch", (n_prompt, use.read, out))

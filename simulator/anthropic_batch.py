@@ -4,7 +4,11 @@ POST /v1/messages/batches (`{"requests": [{"custom_id", "params"}]}`), GET /v1/m
 first; `limit`, `before_id`, `after_id`), GET /v1/messages/batches/{id}, POST .../{id}/cancel, GET
 .../{id}/results (the `results_url` of an ended batch). A batch object carries `processing_status`
 (in_progress | canceling | ended), `request_counts` (processing, succeeded, errored, canceled, expired),
-`created_at`, `expires_at` (24 h on), `ended_at`, `cancel_initiated_at` and `results_url`.
+`created_at`, `expires_at` (24 h on), `ended_at`, `cancel_initiated_at`, `archived_at` and `results_url`.
+As Anthropic documents: the counts are zero until the batch has ended ("zero until processing of the
+entire Message Batch has ended"), a batch holds at most 100,000 requests and 256 MB, and with
+`results_kept_s` an ended batch is archived that long after it ended (`archived_at` set, its results
+404: "its results became unavailable").
 
 As the OpenAI-shaped Batch API (simulator/batch.py): a batch is worked out when read after its delay,
 each request answered as /v1/messages would answer it (no latency, no limits, the prefix cache in
@@ -68,14 +72,21 @@ class _MessageBatch:
     results: bytes | None = None
     counts: dict[str, int] | None = None
     ended_at: datetime | None = None
+    ended: float | None = None  # monotonic
     cancel_initiated_at: datetime | None = None
     # Its requests in the ledger, in order: marked answered or unanswered when the batch ends.
     submissions: list[Submission] = field(default_factory=list)
 
-    def obj(self, origin: str) -> dict[str, Any]:
-        counts = self.counts or {"succeeded": self.done}
+    def archived(self, kept_s: float | None) -> bool:
+        return kept_s is not None and self.ended is not None and time.monotonic() - self.ended >= kept_s
+
+    def obj(self, origin: str, kept_s: float | None = None) -> dict[str, Any]:
+        counts = self.counts or {}  # zero until the batch has ended, as Anthropic's
         processing = len(self.requests) - sum(counts.values())
         ended = self.status == "ended"
+        archived_at = None
+        if self.ended_at is not None and kept_s is not None and self.archived(kept_s):
+            archived_at = _rfc3339(self.ended_at + timedelta(seconds=kept_s))
         return {
             "id": self.id,
             "type": "message_batch",
@@ -85,7 +96,7 @@ class _MessageBatch:
             "expires_at": _rfc3339(self.created_at + _WINDOW),
             "ended_at": _rfc3339(self.ended_at) if self.ended_at else None,
             "cancel_initiated_at": _rfc3339(self.cancel_initiated_at) if self.cancel_initiated_at else None,
-            "archived_at": None,
+            "archived_at": archived_at,
             "results_url": f"{origin}/v1/messages/batches/{self.id}/results" if ended else None,
         }
 
@@ -105,6 +116,9 @@ class MessageBatches:
     def _settings(self) -> BatchSettings:
         return self._server.config.batch
 
+    def _kept(self) -> float | None:
+        return self._settings().results_kept_s
+
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages/batches", self._create)
         app.router.add_get("/v1/messages/batches", self._list)
@@ -113,8 +127,14 @@ class MessageBatches:
         app.router.add_get("/v1/messages/batches/{id}/results", self._results)
 
     async def _create(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        most = self._settings().anthropic_max_bytes
+        if len(raw) > most:
+            return _error(
+                413, f"request is {len(raw)} bytes: a batch may be up to {most:,} bytes", "request_too_large"
+            )
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return _error(400, "request body is not JSON")
         requests = body.get("requests") if isinstance(body, dict) else None
@@ -143,7 +163,7 @@ class MessageBatches:
             self._stats.batch_requests[r["custom_id"]] += 1
             sub = self._stats.ledger.submit(body_digest(r["params"]), r["custom_id"], batch.id)
             batch.submissions.append(sub)
-        return _ok(batch.obj(_origin(request)))
+        return _ok(batch.obj(_origin(request), self._kept()))
 
     async def _list(self, request: web.Request) -> web.Response:
         newest = [self._advance(b) for b in reversed(self.batches.values())]
@@ -160,7 +180,7 @@ class MessageBatches:
         page = newest[:limit]
         return _ok(
             {
-                "data": [b.obj(_origin(request)) for b in page],
+                "data": [b.obj(_origin(request), self._kept()) for b in page],
                 "has_more": len(newest) > len(page),
                 "first_id": page[0].id if page else None,
                 "last_id": page[-1].id if page else None,
@@ -173,7 +193,7 @@ class MessageBatches:
 
     async def _retrieve(self, request: web.Request) -> web.Response:
         batch = self._find(request)
-        return _ok(batch.obj(_origin(request))) if batch is not None else _missing()
+        return _ok(batch.obj(_origin(request), self._kept())) if batch is not None else _missing()
 
     async def _cancel(self, request: web.Request) -> web.Response:
         batch = self._find(request)
@@ -181,7 +201,7 @@ class MessageBatches:
             return _missing()
         if batch.status == "in_progress":
             batch.status, batch.cancel_initiated_at = "canceling", datetime.now(UTC)
-        return _ok(batch.obj(_origin(request)))
+        return _ok(batch.obj(_origin(request), self._kept()))
 
     async def _results(self, request: web.Request) -> web.Response:
         batch = self._find(request)
@@ -189,6 +209,10 @@ class MessageBatches:
             return _missing()
         if batch.results is None:
             return _error(400, f"batch {batch.id} has not ended: its results are not available yet")
+        if batch.archived(self._kept()):
+            return _error(
+                404, f"batch {batch.id} is archived: its results are no longer available", "not_found_error"
+            )
         return web.Response(body=batch.results, content_type="application/binary")
 
     def _advance(self, batch: _MessageBatch) -> _MessageBatch:
@@ -225,6 +249,7 @@ class MessageBatches:
             lines.append(orjson.dumps({"custom_id": r["custom_id"], "result": result}))
         batch.results = b"\n".join(lines) + b"\n"
         batch.counts, batch.status, batch.ended_at = counts, "ended", datetime.now(UTC)
+        batch.ended = time.monotonic()
 
 
 def _origin(request: web.Request) -> str:

@@ -1,7 +1,14 @@
 """The simulator's Batch API, shaped like OpenAI's: files and batches.
 
-POST /v1/files (multipart, purpose=batch), GET /v1/files/{id}, GET /v1/files/{id}/content,
-POST /v1/batches, GET /v1/batches (list), GET /v1/batches/{id}, POST /v1/batches/{id}/cancel.
+POST /v1/files (multipart, purpose=batch), GET /v1/files/{id}, GET /v1/files/{id}/content, DELETE
+/v1/files/{id}, POST /v1/batches, GET /v1/batches (list: newest first, `limit` 1-100, default 20,
+`after`), GET /v1/batches/{id}, POST /v1/batches/{id}/cancel.
+
+OpenAI's documented limits and states: a batch file up to 200 MB (a larger upload is refused) and 50,000
+requests (a batch of more fails validation); with `enqueued_token_limit`, a batch whose prompt tokens
+and those of its model's open batches exceed it fails with `token_limit_exceeded`; a cancel makes the
+batch `cancelling` for `cancel_s`, then `cancelled` with the requests done by then in its output file;
+with `results_kept_s`, an ended batch's output and error files are gone (404) that long after it ended.
 
 A batch is worked out lazily, when it is read after its delay (`BatchSettings.delay_s`): each request
 is answered by the same code as /v1/chat/completions (no latency, no rate limits), so a request gets
@@ -19,6 +26,7 @@ import hashlib
 import itertools
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,11 +35,16 @@ import orjson
 from aiohttp import web
 
 from ifsweep.simulator.config import BatchSettings
-from ifsweep.simulator.faults import error_body
+from ifsweep.simulator.faults import QUOTA_MESSAGE, error_body
 from ifsweep.simulator.ledger import Submission, body_digest
 from ifsweep.simulator.stats import SimStats
+from ifsweep.simulator.text import prompt_tokens
 
 _JSON = "application/json"
+# OpenAI's per-batch limits ("up to 50,000 requests, and can be up to 200 MB in size").
+MAX_REQUESTS = 50_000
+MAX_FILE_BYTES = 200_000_000
+_OPEN = ("validating", "in_progress", "finalizing", "cancelling")
 # (status code, body) of one request, answered as /v1/chat/completions would; `fault` from the server's draw.
 Answer = Callable[[bytes, str | None], tuple[int, dict[str, Any]]]
 
@@ -43,13 +56,16 @@ class _File:
     filename: str
     data: bytes
     created_at: int
+    expires: float | None = None  # monotonic: gone after this
 
     def obj(self) -> dict[str, Any]:
+        left = None if self.expires is None else max(0.0, self.expires - time.monotonic())
         return {
             "id": self.id,
             "object": "file",
             "bytes": len(self.data),
             "created_at": self.created_at,
+            "expires_at": None if left is None else int(time.time() + left),
             "filename": self.filename,
             "purpose": self.purpose,
             "status": "processed",
@@ -68,7 +84,14 @@ class _Batch:
     fate: str  # completed | failed | expired, drawn at create
     total: int
     why: str  # the failure's message
+    code: str = "invalid_request"  # the failure's code
+    invalid: bool = False  # refused by validation (duplicates, limits): failed at its first read
+    model: str = ""
+    tokens: int = 0  # prompt tokens of its requests (what OpenAI's enqueued-token limit counts)
     status: str = "validating"
+    cancel_at: float | None = None  # monotonic, when a cancel was asked
+    cancelled_done: int = 0  # requests done when the cancel was asked
+    cancelling_at: int | None = None
     output_file_id: str | None = None
     error_file_id: str | None = None
     errors: list[dict[str, Any]] | None = None
@@ -101,6 +124,7 @@ class _Batch:
             "failed_at": self.ended_at if self.status == "failed" else None,
             "expired_at": self.ended_at if self.status == "expired" else None,
             "cancelled_at": self.ended_at if self.status == "cancelled" else None,
+            "cancelling_at": self.cancelling_at,
             "request_counts": {"total": self.total, "completed": self.completed, "failed": self.failed},
             "metadata": self.metadata,
             **self.extra,
@@ -127,11 +151,13 @@ class BatchAPI:
         self._ids = itertools.count(1)
         self.files: dict[str, _File] = {}
         self.batches: dict[str, _Batch] = {}
+        self.downloads: Counter[str] = Counter()  # file contents served, by file id
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/files", self._upload)
         app.router.add_get("/v1/files/{id}", self._file)
         app.router.add_get("/v1/files/{id}/content", self._content)
+        app.router.add_delete("/v1/files/{id}", self._delete)
         app.router.add_post("/v1/batches", self._create)
         app.router.add_get("/v1/batches", self._list)
         app.router.add_get("/v1/batches/{id}", self._retrieve)
@@ -153,6 +179,8 @@ class BatchAPI:
         data = upload.file.read()
         if not isinstance(data, bytes):
             return _error(400, "'file' could not be read")
+        if len(data) > MAX_FILE_BYTES:
+            return _error(400, f"file is {len(data)} bytes: a batch file may be up to 200 MB")
         f = self._new_file(purpose, str(getattr(upload, "filename", "") or "upload.jsonl"), data)
         return _ok(f.obj())
 
@@ -161,18 +189,38 @@ class BatchAPI:
         self.files[f.id] = f
         return f
 
+    def _live(self, file_id: str) -> _File | None:
+        """The file, unless it is gone (deleted, or expired: then deleted now)."""
+        f = self.files.get(file_id)
+        if f is not None and f.expires is not None and time.monotonic() >= f.expires:
+            del self.files[file_id]
+            return None
+        return f
+
     async def _file(self, request: web.Request) -> web.Response:
-        f = self.files.get(request.match_info["id"])
+        f = self._live(request.match_info["id"])
         return _ok(f.obj()) if f is not None else _error(404, "no such file", "not_found_error")
 
     async def _content(self, request: web.Request) -> web.Response:
-        f = self.files.get(request.match_info["id"])
+        f = self._live(request.match_info["id"])
         if f is None:
             return _error(404, "no such file", "not_found_error")
+        self.downloads[f.id] += 1
         return web.Response(body=f.data, content_type="application/octet-stream")
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        f = self._live(request.match_info["id"])
+        if f is None:
+            return _error(404, "no such file", "not_found_error")
+        del self.files[f.id]
+        return _ok({"id": f.id, "object": "file", "deleted": True})
 
     # --- batches -----------------------------------------------------------------------------------
     async def _create(self, request: web.Request) -> web.Response:
+        if self._settings().no_credit:
+            self._stats.faults["quota"] += 1  # each create refused so
+            body = error_body(QUOTA_MESSAGE, "insufficient_quota", "insufficient_quota")
+            return web.Response(status=429, body=orjson.dumps(body), content_type=_JSON)
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
@@ -190,9 +238,17 @@ class BatchAPI:
         fate = draw_fate(self._rng, self._settings())
         lines = [line for line in f.data.splitlines() if line.strip()]
         ids = [_custom_id(line) for line in lines]
-        why = "simulated validation failure"
+        model, tokens = _model_tokens(lines)
+        why, code = "simulated validation failure", "invalid_request"
         if len(set(ids)) < len(ids):  # as OpenAI's validation does
             fate, why = "failed", "custom_id values must be unique within a batch"
+        elif len(lines) > MAX_REQUESTS:
+            fate, why = (
+                "failed",
+                f"the input file holds {len(lines)} requests: a batch may hold {MAX_REQUESTS}",
+            )
+        elif (over := self._enqueued_over(model, tokens)) is not None:
+            fate, why, code = "failed", over, "token_limit_exceeded"
         batch = _Batch(
             id=f"batch_sim{next(self._ids):06d}",
             input_file_id=f.id,
@@ -204,6 +260,10 @@ class BatchAPI:
             fate=fate,
             total=len(lines),
             why=why,
+            code=code,
+            invalid=fate == "failed" and why != "simulated validation failure",
+            model=model,
+            tokens=tokens,
         )
         self.batches[batch.id] = batch
         self._stats.batches_created += 1
@@ -213,8 +273,45 @@ class BatchAPI:
         return _ok(batch.obj())
 
     async def _list(self, request: web.Request) -> web.Response:
-        data = [self._advance(b).obj() for b in reversed(self.batches.values())]
-        return _ok({"object": "list", "data": data, "has_more": False})
+        """Newest first, `limit` (1-100, default 20) a page, `after` the id the next page starts after."""
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            return _error(400, "limit: must be an integer")
+        if not 1 <= limit <= 100:
+            return _error(400, f"limit: must be between 1 and 100, got {limit}")
+        newest = list(reversed(self.batches.values()))
+        after = request.query.get("after")
+        if after is not None:
+            ids = [b.id for b in newest]
+            if after not in ids:
+                return _error(400, f"after: no batch {after!r}")
+            newest = newest[ids.index(after) + 1 :]
+        page = [self._advance(b).obj() for b in newest[:limit]]
+        return _ok(
+            {
+                "object": "list",
+                "data": page,
+                "first_id": page[0]["id"] if page else None,
+                "last_id": page[-1]["id"] if page else None,
+                "has_more": len(newest) > limit,
+            }
+        )
+
+    def _enqueued_over(self, model: str, tokens: int) -> str | None:
+        """Why a batch of `tokens` prompt tokens for `model` is over the enqueued-token limit, if it is."""
+        limit = self._settings().enqueued_token_limit
+        if limit is None:
+            return None
+        enqueued = sum(
+            b.tokens for b in self.batches.values() if b.model == model and self._advance(b).status in _OPEN
+        )
+        if enqueued + tokens <= limit:
+            return None
+        return (
+            f"Enqueued token limit reached for {model} in organization org-sim. Limit: {limit:,} enqueued "
+            "tokens. Please try again once some in_progress batches have been completed."
+        )
 
     async def _retrieve(self, request: web.Request) -> web.Response:
         batch = self.batches.get(request.match_info["id"])
@@ -228,37 +325,51 @@ class BatchAPI:
             return _error(404, "no such batch", "not_found_error")
         self._advance(batch)
         if batch.status in ("validating", "in_progress"):
-            batch.status, batch.ended_at, batch.completed = "cancelled", int(time.time()), 0
-            batch.settle(set())
+            # "The batch will be in status cancelling for up to 10 minutes, before changing to
+            # cancelled, where it will have partial results (if any) available in the output file."
+            batch.status, batch.cancel_at, batch.cancelled_done = (
+                "cancelling",
+                time.monotonic(),
+                batch.completed,
+            )
+            batch.cancelling_at = int(time.time())
         return _ok(batch.obj())
 
     def _advance(self, batch: _Batch) -> _Batch:
         """Bring `batch` to where its delay says it is; work it out when the delay has passed."""
+        if batch.status == "cancelling" and batch.cancel_at is not None:
+            if time.monotonic() - batch.cancel_at >= self._settings().cancel_s:
+                batch.ended_at = int(time.time())
+                self._work_out(batch, batch.cancelled_done, "cancelled")
+            return batch
         if batch.status not in ("validating", "in_progress"):
             return batch
         done = progress(batch.created, self._settings().delay_s, batch.total)
-        if done is not None:
+        if done is not None and not batch.invalid:
             batch.status, batch.completed = "in_progress", done
             return batch
         batch.completed = 0
         batch.ended_at = int(time.time())
         if batch.fate == "failed":
             batch.status = "failed"
-            batch.errors = [{"code": "invalid_request", "message": batch.why, "line": 1}]
+            batch.errors = [{"code": batch.code, "message": batch.why, "line": None}]
             batch.settle(set())
             return batch
-        self._work_out(batch)
+        expired = batch.fate == "expired"
+        share = self._settings().expire_done_share if expired else 1.0
+        self._work_out(batch, int(batch.total * share), "expired" if expired else "completed")
         return batch
 
-    def _work_out(self, batch: _Batch) -> None:
+    def _work_out(self, batch: _Batch, answered: int, end: str) -> None:
+        """End `batch` as `end`: its first `answered` requests answered, the rest `batch_expired` lines
+        when it expired, no line at all when it was cancelled."""
         lines = [line for line in self.files[batch.input_file_id].data.splitlines() if line.strip()]
-        answered = len(lines)
-        if batch.fate == "expired":
-            answered = int(len(lines) * self._settings().expire_done_share)
         out: list[bytes] = []
         err: list[bytes] = []
         answered_ids: set[str] = set()
         for n, line in enumerate(lines):
+            if n >= answered and end == "cancelled":
+                break
             custom_id, status, payload = self._one(line, expired=n >= answered)
             record: dict[str, Any] = {"id": f"batch_req_{batch.id}_{n}", "custom_id": custom_id}
             if status == 0:
@@ -279,11 +390,16 @@ class BatchAPI:
                 err.append(orjson.dumps(record))
         batch.completed = sum(1 for _ in out)
         batch.failed = len(err)
-        if out:
-            batch.output_file_id = self._new_file("batch_output", "output.jsonl", b"\n".join(out) + b"\n").id
-        if err:
-            batch.error_file_id = self._new_file("batch_output", "errors.jsonl", b"\n".join(err) + b"\n").id
-        batch.status = "expired" if batch.fate == "expired" else "completed"
+        kept = self._settings().results_kept_s
+        for lines_of, name, attr in (
+            (out, "output.jsonl", "output_file_id"),
+            (err, "errors.jsonl", "error_file_id"),
+        ):
+            if lines_of:
+                f = self._new_file("batch_output", name, b"\n".join(lines_of) + b"\n")
+                f.expires = None if kept is None else time.monotonic() + kept
+                setattr(batch, attr, f.id)
+        batch.status = end
         batch.settle(answered_ids)
 
     def _one(self, line: bytes, *, expired: bool) -> tuple[Any, int, dict[str, Any]]:
@@ -321,6 +437,18 @@ def progress(created: float, delay_s: float, total: int) -> int | None:
     once it is over."""
     elapsed = time.monotonic() - created
     return int(total * elapsed / delay_s) if elapsed < delay_s else None
+
+
+def _model_tokens(lines: list[bytes]) -> tuple[str, int]:
+    """The model a batch's requests name (the first line's), and their prompt tokens."""
+    model, tokens = "", 0
+    for line in lines:
+        with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+            body = orjson.loads(line).get("body") or {}
+            model = model or str(body.get("model") or "")
+            messages = body.get("messages")
+            tokens += prompt_tokens(messages) if isinstance(messages, list) else 0
+    return model, tokens
 
 
 def _custom_id(line: bytes) -> str:

@@ -30,6 +30,9 @@ class FaultRates:
     content_filter: float = 0.0  # finish_reason "content_filter", content null
     refusal: float = 0.0  # "I can't help with that." with message.refusal set
     context_length: float = 0.0  # 400 context_length_exceeded, whatever the prompt's length
+    # OpenAI's 429 insufficient_quota (no credit left; no wait fixes it); Anthropic's route answers its
+    # 400 "credit balance is too low" instead.
+    quota: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -47,6 +50,13 @@ class FaultRates:
 
 
 FAULT_NAMES: tuple[str, ...] = tuple(f.name for f in fields(FaultRates))
+# The providers' documented rules the simulator enforces unless waived by name (SimConfig.lenient):
+# "empty_content": Anthropic's 400 for a message with empty content (but a final assistant one) or an
+# empty or whitespace-only text block; "auth": a key header on every /v1 route (Authorization: Bearer
+# on OpenAI's, x-api-key on Anthropic's); "api_version": Anthropic's anthropic-version header, and the
+# parameters its version removed; "reasoning_params": OpenAI reasoning models refuse max_tokens and
+# sampling parameters (docs/design/simulator.md).
+LENIENT_RULES = ("empty_content", "auth", "api_version", "reasoning_params")
 CONTEXT_STYLES = ("openai", "llamacpp")
 
 
@@ -59,10 +69,38 @@ class BatchSettings:
     fail_rate: float = 0.0  # the batch fails validation: status "failed", no output at all
     expire_rate: float = 0.0  # the batch expires: status "expired", only `expire_done_share` answered
     expire_done_share: float = 0.5
+    # How long an ended batch's results stay readable (None: for ever). After it, OpenAI's output and
+    # error files are gone (404; batch files expire after 30 days by default) and a Message Batch is
+    # archived (`archived_at` set, its results 404).
+    results_kept_s: float | None = None
+    # How long an OpenAI batch stays `cancelling` after a cancel (OpenAI: up to 10 minutes) before it is
+    # `cancelled` with the requests done by the cancel in its output file.
+    cancel_s: float = 0.0
+    # OpenAI's enqueued-token limit per model (None: none): a batch whose prompt tokens, with those of
+    # the model's batches still open, exceed it fails with `token_limit_exceeded`.
+    enqueued_token_limit: int | None = None
+    # The most bytes a Message Batch's create body may hold (Anthropic: 256 MB; more is a 413
+    # request_too_large): lower, a test meets the limit without 256 MB of requests.
+    anthropic_max_bytes: int = 256_000_000
+    # The account has no credit: OpenAI's POST /v1/batches answers 429 insufficient_quota (uploads still
+    # work), as a batch create of an account out of credit may.
+    no_credit: bool = False
 
     def __post_init__(self) -> None:
         if not (self.delay_s >= 0 and math.isfinite(self.delay_s)):
             raise ValueError(f"BatchSettings.delay_s: must be >= 0, got {self.delay_s!r}")
+        for name in ("results_kept_s", "cancel_s"):
+            value = getattr(self, name)
+            if value is not None and not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"BatchSettings.{name}: must be >= 0, got {value!r}")
+        if self.anthropic_max_bytes < 1:
+            raise ValueError(
+                f"BatchSettings.anthropic_max_bytes: must be >= 1, got {self.anthropic_max_bytes!r}"
+            )
+        if self.enqueued_token_limit is not None and self.enqueued_token_limit < 1:
+            raise ValueError(
+                f"BatchSettings.enqueued_token_limit: must be >= 1, got {self.enqueued_token_limit!r}"
+            )
         for name in ("fail_rate", "expire_rate", "expire_done_share"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -95,8 +133,24 @@ class SimConfig:
     # Share of judge requests answered with text copied from the request (simulator/judges.py): how a
     # weak judge fails, for testing echo-proof parsing and re-asks.
     judge_echo: float = 0.0
+    # Rules of LENIENT_RULES waived: strict by default, as the providers are; a test that needs
+    # leniency asks for it by name.
+    lenient: frozenset[str] = frozenset()
+
+    @property
+    def server_id(self) -> str:
+        """What names this simulator in a sweep's result keys (an endpoint's `server_id`): its answers
+        depend on its seed and echo rate, never on the port it listens on."""
+        echo = f",judge_echo={self.judge_echo:g}" if self.judge_echo else ""
+        return f"ifsweep-simulator(seed={self.seed}{echo})"
 
     def __post_init__(self) -> None:
+        unknown = set(self.lenient) - set(LENIENT_RULES)
+        if unknown:
+            raise ValueError(
+                f"SimConfig.lenient: unknown rule(s) {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(LENIENT_RULES)}"
+            )
         if self.latency_ms < 0 or self.jitter_ms < 0:
             raise ValueError(
                 f"SimConfig: latency_ms and jitter_ms must be >= 0, got {self.latency_ms}, {self.jitter_ms}"

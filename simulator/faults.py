@@ -48,7 +48,8 @@ class FaultPicker:
 
 # Faults answered before the model runs: nothing is billed for them. Every other request is billed in
 # full, a malformed, cut, hung or reset answer too: its client cannot know it was not (issue 21).
-NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length"})
+NEVER_RAN = frozenset({"server_error", "rate_limit", "rate_limit_no_header", "context_length", "quota"})
+QUOTA_MESSAGE = "You have no credit left on this account (simulated): add credit to continue."
 # The faults that live inside a well-formed answer's body (the rest break the HTTP exchange itself).
 CONTENT_FAULTS = frozenset({"missing_usage", "null_content", "empty", "length", "content_filter", "refusal"})
 
@@ -73,6 +74,6 @@ def apply_content_fault(fault: str | None, message: dict[str, Any], choice: dict
         choice["finish_reason"] = "stop"
 
 
-def error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     """OpenAI's error shape."""
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}

@@ -6,8 +6,11 @@ a hash of (seed, decision key, judged text), so a replayed request gets the same
 A judge model's name may set how it departs from that verdict, for tests of a panel of judges:
 `-flip0.2` in the name turns each verdict over with probability 0.2 (drawn by hash of the model name,
 the decision key and the judged text: deterministic, and independent between judges of different
-names); `-garble0.1` answers one judge request in ten with text no benchmark parses. Judges without
-either agree with each other exactly.
+names); `-fyes0.1` says YES on one in ten of the constraints the plain verdict says NO to (a judge
+too lenient: its false-yes rate against the plain judge is 0.1 and its false-no rate 0); `-fno0.1`
+says NO on one in ten of those the plain verdict says YES to (too strict); `-garble0.1` answers one
+judge request in ten with text no benchmark parses. The one-sided flaws apply before `-flip`, each drawn
+by its own hash, so a name may combine them. Judges without any agree with each other exactly.
 
 A re-ask follow-up (benchmarks.records.REASK_LEAD after the judge's own reply) is answered as the request
 it follows. With `echo` > 0 that share of judge requests, drawn per request, gets a reply copied from the
@@ -17,23 +20,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, Message
 from ifsweep.benchmarks.records import REASK_LEAD, Role
 from ifsweep.simulator.text import decide, echo_reply, message_text, read_quality, unit
 
-__all__ = ["GARBLED_REPLY", "Judges", "judge_flaws"]
+__all__ = ["GARBLED_REPLY", "Flaws", "Judges", "judge_flaws"]
 
 GARBLED_REPLY = "(the simulated judge mumbles and gives no verdict)"
-_FLAW_RE = re.compile(r"-(flip|garble)(\d+(?:\.\d+)?)")
+_FLAW_RE = re.compile(r"-(flip|garble|fyes|fno)(\d+(?:\.\d+)?)")
 
 
-def judge_flaws(model: str) -> tuple[float, float]:
-    """(flip rate, garble rate) a judge model's name asks for; (0, 0) for a plain name."""
+class Flaws(NamedTuple):
+    """How a simulated judge departs from the plain verdict, each a rate in [0, 1]."""
+
+    flip: float  # either way
+    garble: float  # of whole requests, answered with no verdict
+    false_yes: float  # YES where the plain verdict is NO
+    false_no: float  # NO where the plain verdict is YES
+
+
+def judge_flaws(model: str) -> Flaws:
+    """The flaws a judge model's name asks for; all 0 for a plain name."""
     found = {k: min(1.0, float(v)) for k, v in _FLAW_RE.findall(model)}
-    return found.get("flip", 0.0), found.get("garble", 0.0)
+    return Flaws(
+        found.get("flip", 0.0), found.get("garble", 0.0), found.get("fyes", 0.0), found.get("fno", 0.0)
+    )
 
 
 class Judges:
@@ -61,7 +75,7 @@ class Judges:
         text = self._shaped(_without_follow_ups(sent), seed, model)
         if text is None:
             return None
-        garble = judge_flaws(model)[1]
+        garble = judge_flaws(model).garble
         if garble > 0:  # drawn on the whole request: a follow-up draws anew
             asked = b"".join(m.content.encode() + b"\0" for m in sent)
             if unit(b"garble", model.encode(), asked) < garble:
@@ -74,12 +88,18 @@ class Judges:
         return text
 
     def _shaped(self, chat: tuple[Message, ...], seed: int, model: str) -> str | None:
-        flip = judge_flaws(model)[0]
+        flaws = judge_flaws(model)
         name = model.encode()
 
         def verdict(judged: str, key: str) -> bool:
             v = decide(judged, key, seed, read_quality(judged))
-            if flip > 0 and unit(b"flip", name, key.encode(), judged.encode()) < flip:
+            drawn = (name, key.encode(), judged.encode())
+            # Each flaw has its own hash, so a judge's false-yes share does not depend on its flips.
+            if not v and flaws.false_yes > 0 and unit(b"fyes", *drawn) < flaws.false_yes:
+                v = True
+            elif v and flaws.false_no > 0 and unit(b"fno", *drawn) < flaws.false_no:
+                v = False
+            if flaws.flip > 0 and unit(b"flip", *drawn) < flaws.flip:
                 return not v
             return v
 

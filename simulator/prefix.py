@@ -12,8 +12,9 @@ makes dispatch order matter. The least recently used names go first once `capaci
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,17 +78,33 @@ class PrefixCache:
         self._names.clear()
 
 
-# Anthropic caches nothing shorter than this (Claude Sonnet and Opus: 1,024 tokens).
+# Anthropic caches nothing shorter than this (Claude Sonnet, Opus 4 and 4.1: 1,024 tokens); some models
+# need more (anthropic_min_tokens). An entry lives 5 minutes, or an hour with `ttl: "1h"`, from its
+# write or its last read (the docs, as quoted in anthropics/anthropic-sdk-python#1194).
 ANTHROPIC_MIN_TOKENS = 1024
+_LONGER_MINIMUMS = (
+    (("claude-haiku-4-5", "claude-opus-4-5", "claude-opus-4-6"), 4096),
+    (("claude-3-haiku", "claude-3-5-haiku", "claude-haiku-3"), 2048),
+)
+TTL_S = {"5m": 300.0, "1h": 3600.0}
+
+
+def anthropic_min_tokens(model: str) -> int:
+    """The shortest prefix `model` caches (a model id with or without its date suffix)."""
+    for prefixes, minimum in _LONGER_MINIMUMS:
+        if model.startswith(prefixes):
+            return minimum
+    return ANTHROPIC_MIN_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
 class Breakpoint:
-    """A block marked `cache_control`: the chained name of the prompt up to and including it, and the
-    prompt tokens that prefix holds."""
+    """A block marked `cache_control`: the chained name of the prompt up to and including it, the
+    prompt tokens that prefix holds, and how long an entry it writes lives."""
 
     name: bytes
     tokens: int
+    ttl_s: float = TTL_S["5m"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,29 +117,39 @@ class CacheUse:
 
 class BreakpointCache:
     """Anthropic's prompt cache: a prefix is cached only up to a block marked `cache_control`, only from
-    ANTHROPIC_MIN_TOKENS up, and read only where a later request marks the same prefix. A request reads
-    the longest of its marked prefixes already named and writes the rest up to its last mark; names are
-    added when the request has completed (like PrefixCache, requests sent together all write)."""
+    the model's minimum up (anthropic_min_tokens), for its ttl from the last write or read, and read
+    only where a later request marks the same prefix. A request reads the longest of its marked
+    prefixes still alive and writes the rest up to its last mark; names are added when the request has
+    completed (like PrefixCache, requests sent together all write). `clock`: seconds, monotonic."""
 
-    def __init__(self, capacity: int = 100_000) -> None:
-        self._names: OrderedDict[bytes, None] = OrderedDict()
+    def __init__(self, capacity: int = 100_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self._expires: OrderedDict[bytes, float] = OrderedDict()
         self._capacity = capacity
+        self._clock = clock
 
-    def lookup(self, marks: Sequence[Breakpoint]) -> CacheUse:
+    def lookup(self, marks: Sequence[Breakpoint], minimum: int = ANTHROPIC_MIN_TOKENS) -> CacheUse:
         read = 0
+        now = self._clock()
         for mark in reversed(marks):
-            if mark.name in self._names:
-                self._names.move_to_end(mark.name)
-                read = mark.tokens
-                break
+            expires = self._expires.get(mark.name)
+            if expires is None:
+                continue
+            if expires <= now:
+                del self._expires[mark.name]
+                continue
+            self._expires[mark.name] = max(expires, now + mark.ttl_s)  # a read refreshes the entry
+            self._expires.move_to_end(mark.name)
+            read = mark.tokens
+            break
         last = marks[-1].tokens if marks else 0
-        written = last - read if last >= ANTHROPIC_MIN_TOKENS and last > read else 0
+        written = last - read if last >= minimum and last > read else 0
         return CacheUse(read, written)
 
-    def store(self, marks: Sequence[Breakpoint]) -> None:
+    def store(self, marks: Sequence[Breakpoint], minimum: int = ANTHROPIC_MIN_TOKENS) -> None:
+        now = self._clock()
         for mark in marks:
-            if mark.tokens >= ANTHROPIC_MIN_TOKENS:
-                self._names[mark.name] = None
-                self._names.move_to_end(mark.name)
-        while len(self._names) > self._capacity:
-            self._names.popitem(last=False)
+            if mark.tokens >= minimum:
+                self._expires[mark.name] = max(self._expires.get(mark.name, 0.0), now + mark.ttl_s)
+                self._expires.move_to_end(mark.name)
+        while len(self._expires) > self._capacity:
+            self._expires.popitem(last=False)

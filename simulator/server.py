@@ -14,21 +14,36 @@ import asyncio
 import contextlib
 import hashlib
 import random
+import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from ifsweep.simulator.anthropic import AnthropicAPI
+from ifsweep.simulator.anthropic import AnthropicAPI, error_payload
 from ifsweep.simulator.batch import BatchAPI
-from ifsweep.simulator.config import CONTEXT_STYLES, FAULT_NAMES, BatchSettings, FaultRates, SimConfig
-from ifsweep.simulator.faults import CONTENT_FAULTS, NEVER_RAN, FaultPicker, apply_content_fault, error_body
+from ifsweep.simulator.config import (
+    CONTEXT_STYLES,
+    FAULT_NAMES,
+    LENIENT_RULES,
+    BatchSettings,
+    FaultRates,
+    SimConfig,
+)
+from ifsweep.simulator.faults import (
+    CONTENT_FAULTS,
+    NEVER_RAN,
+    QUOTA_MESSAGE,
+    FaultPicker,
+    apply_content_fault,
+    error_body,
+)
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.ledger import UNDELIVERED_FAULTS, Via, body_digest
 from ifsweep.simulator.limits import RateLimits, retry_after_headers
@@ -39,6 +54,7 @@ from ifsweep.simulator.transport import JSON, deliver, reset
 
 __all__ = ["FaultRates", "SimConfig", "SimStats", "Simulator", "SimulatorThread", "serve_main"]
 
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _SPURIOUS_RETRY_S = 0.25  # what a spurious 429 asks the client to wait
 _SHUTDOWN_TIMEOUT_S = 2.0
 _DEFAULT_CONFIG = SimConfig()
@@ -81,6 +97,92 @@ def _parse_request(raw: bytes) -> tuple[dict[str, Any], str, list[dict[str, Any]
     return body, model, messages, _requested_max_tokens(body)
 
 
+# OpenAI's reasoning models by name (o1, o3-mini, o4-mini, gpt-5...): they refuse max_tokens and any
+# sampling parameter not at its default.
+_REASONING = re.compile(r"^(?:o\d+(?:-|$)|gpt-5)")
+_SAMPLING_DEFAULTS = {"temperature": 1, "top_p": 1, "presence_penalty": 0, "frequency_penalty": 0}
+_NEVER_TAKEN = ("max_tokens", "logprobs", "top_logprobs", "logit_bias")
+
+
+def reasoning_refusal(body: Mapping[str, Any], model: str) -> dict[str, Any] | None:
+    """The 400 an OpenAI reasoning model answers a parameter it does not take, or None."""
+    if not _REASONING.match(model):
+        return None
+    for name in _NEVER_TAKEN:
+        if body.get(name) not in (None, False):
+            hint = ": send max_completion_tokens" if name == "max_tokens" else ""
+            message = f"{name} is not supported by reasoning model {model} (simulated){hint}"
+            return error_body(message, "invalid_request_error", "unsupported_parameter", name)
+    for name, default in _SAMPLING_DEFAULTS.items():
+        if name in body and body[name] != default:
+            message = f"{name} takes only its default ({default}) on reasoning model {model} (simulated)"
+            return error_body(message, "invalid_request_error", "unsupported_value", name)
+    return None
+
+
+# What a hand-written client of the simulator sends (tests, perf scripts): a key for either protocol
+# and the Anthropic version ifsweep pins.
+CLIENT_HEADERS = {
+    "Authorization": "Bearer sim-key",
+    "x-api-key": "sim-key",
+    "anthropic-version": "2023-06-01",
+}
+# The Anthropic API versions the simulator knows; 2026-10-21 removed temperature, top_p and top_k.
+ANTHROPIC_VERSIONS = frozenset({"2023-01-01", "2023-06-01", "2026-10-21"})
+_VERSION_REMOVED = {"2026-10-21": ("temperature", "top_p", "top_k")}
+
+
+def guarded(method: str, path: str) -> str | None:
+    """Which provider's key rules a request falls under: "anthropic" (Messages and Message Batches),
+    "openai" (chat completions, files, batches), or None (the simulator's own routes, /v1/models)."""
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        return "anthropic"
+    if path == "/v1/chat/completions":
+        return "openai" if method == "POST" else None
+    if path.startswith(("/v1/files", "/v1/batches")):
+        return "openai"
+    return None
+
+
+def missing_credentials(path: str, headers: Mapping[str, str]) -> tuple[int, dict[str, Any]] | None:
+    """The 401 OpenAI's routes or Anthropic's answer a request without a key (chat completions, files
+    and batches; Messages and Message Batches)."""
+    bearer = headers.get("Authorization", "")
+    if path == "/v1/messages" or path.startswith("/v1/messages/"):
+        # x-api-key, or a bearer token: what the official SDK sends (anthropic 2.15.0 `_api_key_auth`).
+        if headers.get("x-api-key") or (bearer.startswith("Bearer ") and bearer[7:].strip()):
+            return None
+        return 401, error_payload("authentication_error", "x-api-key header is required (simulated)")
+    if bearer.startswith("Bearer ") and bearer[7:].strip():
+        return None
+    message = "No API key was sent (simulated): send Authorization: Bearer <key>"
+    return 401, error_body(message, "invalid_request_error")
+
+
+def version_refusal(headers: Mapping[str, str], body: Any, *, batch: bool = False) -> dict[str, Any] | None:
+    """Anthropic's 400 for a Messages request (or, `batch`, a Message Batch create: each request's
+    params) without a known anthropic-version, or with a parameter its version removed; None when the
+    request is fine."""
+    version = headers.get("anthropic-version")
+    if version is None:
+        return error_payload("invalid_request_error", "anthropic-version: header is required")
+    if version not in ANTHROPIC_VERSIONS:
+        return error_payload("invalid_request_error", f"anthropic-version: unknown version {version!r}")
+    bodies: list[tuple[str, Any]] = [("", body)]
+    if batch:
+        requests = body.get("requests") if isinstance(body, dict) else None
+        bodies = [
+            (f"requests.{n}.params.", r.get("params") if isinstance(r, dict) else None)
+            for n, r in enumerate(requests if isinstance(requests, list) else [])
+        ]
+    for where, params in bodies:
+        removed = [n for n in _VERSION_REMOVED.get(version, ()) if isinstance(params, dict) and n in params]
+        if removed:
+            message = f"{where}{removed[0]}: not supported by anthropic-version {version} (simulated)"
+            return error_payload("invalid_request_error", message)
+    return None
+
+
 class Simulator:
     """The simulator server, run in the current event loop: `async with Simulator(cfg) as sim: ...`."""
 
@@ -90,6 +192,7 @@ class Simulator:
         host: str = "127.0.0.1",
         port: int = 0,
         judges: Judges | None = None,
+        clock: Callable[[], float] = time.monotonic,  # what Anthropic's cache entries expire on
     ) -> None:
         self._config = config
         self._judges = Judges.registered() if judges is None else judges
@@ -102,6 +205,7 @@ class Simulator:
         self._prefixes = PrefixCache()
         self._runner: web.AppRunner | None = None
         self._closing: asyncio.Event | None = None
+        self._answered = 0
         self.batches = BatchAPI(
             self._answer_one,
             lambda: self._faults.pick(),
@@ -109,12 +213,15 @@ class Simulator:
             self._stats,
             config.seed,
         )
-        self.anthropic = AnthropicAPI(self, config.seed)
+        self.anthropic = AnthropicAPI(self, config.seed, clock)
 
     # --- lifecycle -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Simulator:
         self._closing = asyncio.Event()
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        # Above the providers' batch limits (OpenAI's 200 MB file, Anthropic's 256 MB batch), which the
+        # batch handlers enforce themselves, with the providers' own answers.
+        app = web.Application(client_max_size=300_000_000, middlewares=[self._provider_rules])
+        app.on_response_prepare.append(self._request_id)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
@@ -150,6 +257,37 @@ class Simulator:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    @web.middleware
+    async def _provider_rules(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        """The headers the providers require on every route of theirs, the batch ones too (SimConfig.lenient
+        "auth", "api_version" waive them), checked before the request is read as one."""
+        lenient = self._config.lenient
+        provider = guarded(request.method, request.path)
+        if provider is None:
+            return await handler(request)
+        refused = None if "auth" in lenient else missing_credentials(request.path, request.headers)
+        if refused is not None:
+            return self._json(*refused)
+        if provider == "anthropic" and "api_version" not in lenient:
+            # The header on every route; the parameters a version removed on /v1/messages and on each
+            # request of a Message Batch create.
+            body = None
+            if request.method == "POST" and request.path in ("/v1/messages", "/v1/messages/batches"):
+                try:
+                    body = orjson.loads(await request.read())
+                except orjson.JSONDecodeError:
+                    body = None  # the handler says so
+            wrong = version_refusal(request.headers, body, batch=request.path != "/v1/messages")
+            if wrong is not None:
+                return self._json(400, wrong)
+        return await handler(request)
+
+    async def _request_id(self, request: web.Request, response: web.StreamResponse) -> None:
+        """Every answer names itself as the provider's do: request-id (Anthropic), x-request-id (OpenAI)."""
+        self._answered += 1
+        name = "request-id" if request.path.startswith("/v1/messages") else "x-request-id"
+        response.headers[name] = f"req_sim{self._answered:012d}"
 
     # --- public state ----------------------------------------------------------------------------------
     @property
@@ -292,6 +430,9 @@ class Simulator:
             body, model, messages, max_tokens = _parse_request(await request.read())
         except _BadRequest as exc:
             return self._json(400, error_body(str(exc), "invalid_request_error"))
+        unsupported = self._unsupported(body, model)
+        if unsupported is not None:
+            return self._json(400, unsupported)
         stats = self._stats
         canonical, digest = self.note_request(model, body)
         config = self._config
@@ -324,6 +465,11 @@ class Simulator:
         if "usage" in payload:
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": n_cached}
         return await deliver(request, orjson.dumps(payload), self._limit_headers(), stats, fault, canonical)
+
+    def _unsupported(self, body: Mapping[str, Any], model: str) -> dict[str, Any] | None:
+        if "reasoning_params" in self._config.lenient:
+            return None
+        return reasoning_refusal(body, model)
 
     def _refused(self, n_prompt: int, max_tokens: int | None) -> web.Response | None:
         """The 400 of a prompt too long for the context window or the 429 of the rate limits, or None."""
@@ -359,6 +505,8 @@ class Simulator:
             return self._json(
                 429, error_body("Too many requests (simulated).", "requests", "rate_limit_exceeded")
             )
+        if fault == "quota":
+            return self._json(429, error_body(QUOTA_MESSAGE, "insufficient_quota", "insufficient_quota"))
         if fault == "reset":
             return reset(request)
         if fault == "context_length":
@@ -442,6 +590,9 @@ class Simulator:
             body, model, messages, max_tokens = _parse_request(raw)
         except _BadRequest as exc:
             return 400, error_body(str(exc), "invalid_request_error")
+        unsupported = self._unsupported(body, model)
+        if unsupported is not None:
+            return 400, unsupported
         canonical, digest = self.note_request(model, body)
         if fault is not None:
             self._stats.faults[fault] += 1
@@ -449,6 +600,8 @@ class Simulator:
             return 500, error_body("The server had an error (simulated).", "server_error")
         if fault in ("rate_limit", "rate_limit_no_header"):
             return 429, error_body("Rate limit reached (simulated).", "requests", "rate_limit_exceeded")
+        if fault == "quota":
+            return 429, error_body(QUOTA_MESSAGE, "insufficient_quota", "insufficient_quota")
         content = fault if fault in CONTENT_FAULTS else None
         n_prompt = prompt_tokens(messages)
         payload = self._completion(body, model, messages, max_tokens, n_prompt, canonical, content)
@@ -533,6 +686,11 @@ class SimulatorThread:
         return self._sim.anthropic
 
     @property
+    def batches(self) -> BatchAPI:
+        """The OpenAI Batch API's files and batches (read it once the client is done, like `stats`)."""
+        return self._sim.batches
+
+    @property
     def stats(self) -> SimStats:
         return self._sim.stats
 
@@ -601,6 +759,14 @@ def _parser() -> argparse.ArgumentParser:
         help="share of judge requests answered with text copied from the request (an unparsable reply)",
     )
     p.add_argument(
+        "--lenient",
+        choices=LENIENT_RULES,
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="waive one of the providers' rules the simulator enforces (repeatable)",
+    )
+    p.add_argument(
         "--fault",
         type=_fault_arg,
         action="append",
@@ -630,6 +796,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
             delay_s=args.batch_delay_s, fail_rate=args.batch_fail_rate, expire_rate=args.batch_expire_rate
         ),
         judge_echo=args.judge_echo,
+        lenient=frozenset(args.lenient),
     )
 
 
@@ -641,6 +808,12 @@ async def _serve_forever(config: SimConfig, host: str, port: int) -> None:
     try:
         async with Simulator(config, host, port) as sim:
             print(f"listening on {sim.base_url}", flush=True)
+            print(
+                f'serve-mock: give its endpoints server_id = "{config.server_id}" beside api_base, and a '
+                "restart on another port resumes their runs",
+                file=sys.stderr,
+                flush=True,
+            )
             await stop.wait()
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):

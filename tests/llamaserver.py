@@ -54,7 +54,12 @@ class ServerCounters:
 
 
 class ServerFailed(RuntimeError):
-    pass
+    """What went wrong with a server, on one line that starts with its stage: "load" (it did not come up
+    with the model) or "answer" (it came up but did not answer a chat completion with text)."""
+
+    def __init__(self, stage: str, detail: str):
+        super().__init__(f"{stage}: {detail}")
+        self.stage = stage
 
 
 def _die_with_parent() -> None:
@@ -75,15 +80,19 @@ class LlamaServer:
         argv += ["--metrics", "--slots", *shape.extra_args]
         self._log.write(" ".join(argv) + "\n")
         self._log.flush()
-        self.process = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            preexec_fn=_die_with_parent,
-        )
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:  # not there, not executable, not a binary for this machine
+            self._log.close()
+            raise ServerFailed("load", f"cannot start {binary}: {e}") from e
         assert self.process.stdout is not None
         self._reader = threading.Thread(target=self._copy_log, args=(self.process.stdout,), daemon=True)
         self._reader.start()
@@ -104,14 +113,56 @@ class LlamaServer:
 
     def wait_ready(self) -> None:
         if not self._ready.wait(START_TIMEOUT_S) or not self.base_url:
-            raise ServerFailed(f"llama-server did not start; its log:\n{self.log_tail()}")
+            state = self.exit_state()
+            raise ServerFailed("load", f"llama-server {state} before it listened; {self.log_hint()}")
         status, _ = self.get("/health")
         if status != 200:
-            raise ServerFailed(f"llama-server /health answered {status}; its log:\n{self.log_tail()}")
+            raise ServerFailed("load", f"llama-server /health answered {status}; {self.log_hint()}")
+
+    def exit_state(self) -> str:
+        """How the process ended, a signal by name (SIGILL: the binary uses instructions this CPU lacks)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(2.0)
+        code = self.process.returncode
+        if code is None:
+            return f"did not print its address within {START_TIMEOUT_S:.0f} s"
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+            hint = " (an instruction this CPU does not have)" if -code == signal.SIGILL else ""
+            return f"was killed by {name}{hint}"
+        return f"exited with status {code}"
+
+    def log_hint(self) -> str:
+        last = self.log_tail(1).strip()
+        return f"last log line {last!r}; log {self.log_path}"
 
     def log_tail(self, lines: int = 30) -> str:
         self._log.flush()
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def answer_once(self) -> str:
+        """One chat completion, which must come back as text: a server that loads but cannot compute (or
+        dies at its first matrix product) fails here, with its stage named."""
+        body = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 8, "temperature": 0}
+        request = urllib.request.Request(
+            f"{self.api_base}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as r:
+                reply = json.loads(r.read())
+        except (OSError, ValueError) as e:  # URLError, a dropped connection, a body that is not JSON
+            state = self.exit_state() if self.process.poll() is not None else "is still running"
+            detail = f"chat completion failed ({e}); llama-server {state}; {self.log_hint()}"
+            raise ServerFailed("answer", detail) from e
+        try:
+            text = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            text = None
+        if not isinstance(text, str) or not text.strip():
+            raise ServerFailed("answer", f"chat completion had no text: {json.dumps(reply)[:200]}")
+        return text
 
     def get(self, path: str) -> tuple[int, str]:
         try:
@@ -123,13 +174,13 @@ class LlamaServer:
     def get_json(self, path: str) -> Any:
         status, body = self.get(path)
         if status != 200:
-            raise ServerFailed(f"GET {path}: HTTP {status}: {body[:300]}")
+            raise ServerFailed("answer", f"GET {path}: HTTP {status}: {body[:300]}")
         return json.loads(body)
 
     def counters(self) -> ServerCounters:
         status, text = self.get("/metrics")
         if status != 200:
-            raise ServerFailed(f"GET /metrics: HTTP {status}: {text[:300]}")
+            raise ServerFailed("answer", f"GET /metrics: HTTP {status}: {text[:300]}")
         metrics = dict(re.findall(r"^llamacpp:(\w+) ([0-9.e+-]+)$", text, flags=re.MULTILINE))
         slots = self.get_json("/slots")
         return ServerCounters(
@@ -163,3 +214,10 @@ def running(
         yield server
     finally:
         server.stop()
+
+
+def check_answers(binary: Path, gguf: Path, log_path: Path) -> str:
+    """Start `binary` with `gguf`, ask one chat completion, stop it: the reply's text, or ServerFailed
+    naming the stage. The build trusts a binary, new or cached, only after this."""
+    with running(binary, gguf, log_path, ServerShape(ctx=2048, slots=1)) as server:
+        return server.answer_once()

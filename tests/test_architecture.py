@@ -142,6 +142,19 @@ def test_the_documented_rooms_are_the_package_folders() -> None:
     assert sorted(set(rooms) - set(folders)) == [], "rooms docs/ARCHITECTURE.md lists that are not there"
 
 
+def test_every_package_folder_is_a_package_of_the_install() -> None:
+    """pyproject.toml lists the packages a wheel holds: a folder it leaves out imports in an editable
+    checkout and is missing from `pip install .` (as metrics/sampling/ once was)."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    dirs: dict[str, str] = tool["package-dir"]
+    installed = set()
+    for pkg in tool["packages"]:
+        top = max((p for p in dirs if pkg == p or pkg.startswith(p + ".")), key=len)
+        installed.add("/".join([dirs[top], *pkg[len(top) :].split(".")[1:]]))
+    assert sorted(set(package_folders()) - installed) == [], "package folders pyproject.toml does not install"
+    assert sorted(installed - set(package_folders())) == [], "packages pyproject.toml lists that are gone"
+
+
 # A line a merge left unresolved: seven of one marker character at the start of the line.
 CONFLICT_RE = re.compile(r"^(?:<{7}|={7}|>{7})(?: |$)", re.MULTILINE)
 TEXT_SUFFIXES = {

@@ -29,6 +29,7 @@ from ifsweep.runner.engine.batches import open_batches
 from ifsweep.runner.store.shards import scan_shards
 from ifsweep.simulator import SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings, FaultRates
+from ifsweep.simulator.server import CLIENT_HEADERS
 
 PRICE = "price = { input_per_mtok = 1.0, output_per_mtok = 4.0 }"
 FAST = "max_age_s = 0.3, poll_s = 0.1, poll_max_s = 0.5"
@@ -87,7 +88,7 @@ def test_simulator_batch_api_round_trip(sim: SimulatorThread) -> None:
     sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.5)))
 
     async def go() -> None:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
             client = OpenAIBatchClient(session, sim.base_url, "sk-test")
             lines = [
                 {
@@ -121,8 +122,9 @@ def test_simulator_batch_api_round_trip(sim: SimulatorThread) -> None:
             assert alone["choices"][0]["message"] == first["response"]["body"]["choices"][0]["message"]
             # Cancel a second one while it runs.
             second = await client.create(file_id, {})
-            cancelled = await client.cancel(second.id)
-            assert cancelled.status == "cancelled" and cancelled.output_file_id is None
+            assert (await client.cancel(second.id)).status == "cancelling"  # as OpenAI's
+            cancelled = await client.retrieve(second.id)
+            assert cancelled.status == "cancelled" and cancelled.output_file_id is None  # none done yet
 
     anyio.run(go)
     assert sim.stats.batches_created == 2
@@ -132,7 +134,7 @@ def test_simulator_batch_api_round_trip(sim: SimulatorThread) -> None:
 def test_simulator_failed_and_expired_batches(sim: SimulatorThread) -> None:
     async def one(settings: BatchSettings, n: int) -> tuple[str, list[Any], list[Any]]:
         sim.set_config(SimConfig(seed=5, batch=settings))
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
             client = OpenAIBatchClient(session, sim.base_url, "sk-test")
             body = {"model": "sim-a", "messages": [{"role": "user", "content": "hi"}]}
             data = b"".join(
@@ -323,7 +325,8 @@ def test_batches_command_lists_and_cancels_then_run_resends_the_cancelled(
     ids = [b.batch_id for b in open_batches(run_dir)]
     assert ids and all(f"{i}: in_progress" in listed for i in ids)
     assert main(["batches", str(run_dir), "--cancel"]) == 0
-    assert all(f"{i}: cancelled" in capsys.readouterr().out for i in ids)
+    said = capsys.readouterr().out
+    assert all(f"{i}: cancelling" in said for i in ids)  # OpenAI's answer to a cancel
     sim.set_config(SimConfig(seed=5, batch=BatchSettings(delay_s=0.2)))
     code, summary = run(cfg, cfg.read_text())
     assert code == 0 and summary["status"] == "complete"
@@ -408,7 +411,7 @@ def test_a_batch_created_but_not_recorded_is_found_at_the_provider_not_created_a
 
 
 async def listing(sim: SimulatorThread) -> list[Any]:
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
         return await OpenAIBatchClient(session, sim.base_url, "sk-test").listing()
 
 
@@ -485,7 +488,7 @@ def one_call_with_journal(sim: SimulatorThread, record: dict[str, Any]) -> tuple
     )
 
     async def go() -> tuple[Any, MemoryJournal]:
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
             client = OpenAIBatchClient(session, sim.base_url, "sk-test")
             file_id = await client.upload(
                 b'{"custom_id":"k1","method":"POST","url":"/v1/chat/completions"}\n'

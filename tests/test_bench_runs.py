@@ -35,7 +35,9 @@ def _toml_value(value: Any) -> str:
 def sweep_toml(
     out: Path, api_base: str, name: str, data: Path, limit: int, scoring: str, options: dict[str, Any]
 ) -> str:
-    lines = ["[run]", f"output_dir = {_toml_value(str(out))}", 'progress = "off"', "reask = 0", ""]
+    # File order: the first `limit` instances as loaded, which the test scores against (islice below).
+    lines = ["[run]", f"output_dir = {_toml_value(str(out))}", 'progress = "off"', "reask = 0"]
+    lines += ['order = "file"', ""]
     lines += ["[[benchmarks]]", f'name = "{name}"', f"data = {_toml_value(str(data))}", f"limit = {limit}"]
     lines += [f'scoring = "{scoring}"'] + [f"{k} = {_toml_value(v)}" for k, v in options.items()] + [""]
     for m in MODELS:

@@ -53,7 +53,8 @@ def panel_toml(
     judge_price = "price = { input_per_mtok = 1.0, output_per_mtok = 100.0 }"
     text = toml_config(
         out, model_base, models=("alpha",), bench=(bench,), limit=1, judge=False,
-        extra_run=f"max_usd = {max_usd}",
+        # File order: the first instance as listed, whose judge tasks the tests count on.
+        extra_run=f'max_usd = {max_usd}\norder = "file"',
         extra_model="price = { input_per_mtok = 0.01, output_per_mtok = 0.01 }",
     )  # fmt: skip
     for ident, base in judges.items():

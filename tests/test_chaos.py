@@ -23,6 +23,7 @@ from ifsweep.runner.commands.cli import main as cli_main
 from ifsweep.runner.store.shards import encode_line
 from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings
+from ifsweep.simulator.server import CLIENT_HEADERS
 
 PERF = Path(__file__).resolve().parents[1] / "perf"
 sys.path.insert(0, str(PERF))
@@ -46,7 +47,7 @@ def digest(body: dict[str, Any]) -> str:
 async def post_chat(base: str, timeout_s: float) -> int | str:
     try:
         async with (
-            aiohttp.ClientSession() as s,
+            aiohttp.ClientSession(headers=CLIENT_HEADERS) as s,
             s.post(
                 base + "/chat/completions", json=BODY, timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as r,
@@ -99,7 +100,7 @@ def test_an_answer_lost_on_the_way_is_billed_undelivered_and_its_retry_is_no_dou
 
 
 async def post_bodies(base: str, bodies: list[dict[str, Any]]) -> list[int]:
-    async with aiohttp.ClientSession() as s:
+    async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as s:
         statuses = []
         for body in bodies:
             async with s.post(base + "/chat/completions", json=body) as r:
@@ -129,7 +130,7 @@ async def submit_batch(base: str, bodies: list[dict[str, Any]]) -> str:
         orjson.dumps({"custom_id": f"c{i}", "method": "POST", "url": "/v1/chat/completions", "body": b})
         for i, b in enumerate(bodies)
     )
-    async with aiohttp.ClientSession() as s:
+    async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as s:
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", lines, filename="in.jsonl")

@@ -129,7 +129,12 @@ def test_foreign_openai_server_and_resume(tmp_path: Path) -> None:
         base = f"http://127.0.0.1:{server.server_address[1]}/v1"
         out = tmp_path / "run"
         cfg = tmp_path / "sweep.toml"
-        cfg.write_text(toml_config(out, base, models=("solo",), bench=("followbench",), limit=6))
+        # File order: `limit` = 6 instances (the seeded order's 6 units would be 30).
+        cfg.write_text(
+            toml_config(
+                out, base, models=("solo",), bench=("followbench",), limit=6, extra_run='order = "file"'
+            )
+        )
         assert run_cli("run", str(cfg)) == 0
         n = len(_PlainOpenAI.seen)
         assert n >= 6

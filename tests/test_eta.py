@@ -281,13 +281,39 @@ def test_live_eta_is_unknown_until_a_pace_then_follows_the_limits() -> None:
     assert board.totals.eta_s == pytest.approx(100, abs=1.5)
     assert board.totals.calls_per_s == pytest.approx(1.0)
     (row,) = board.rows
+    # rpm is counted over a full minute: before one has passed, the calls so far (never scaled up)
     assert (row.label, row.held_by, row.calls, row.pace.calls_per_min, row.limits.rpm) == (
         "a",
         "rpm",
         20,
-        60,
+        20,
         60,
     )
+    for _ in range(50):
+        clock.t += 1.0
+        c.done += 1
+        c.calls += 1
+        board = state.board()
+    assert board.rows[0].pace.calls_per_min == 60  # a full minute at 1/s
+
+
+def test_live_rpm_is_never_a_burst_scaled_past_what_any_minute_saw() -> None:
+    """Issue 36, item 12: 40 calls in 5 s after a quiet start showed 160 rpm (the last 20 s, times 3)
+    where no minute held more than 40 calls."""
+    clock = Clock()
+    counters = {("a", "x"): Counters(planned=1000, started=clock.t)}
+    state = ProgressState(counters, spent=lambda _l: 0.0, caps={}, clock=clock)
+    state.endpoints["a"] = lambda: stats("openai/a", 300)
+    c = counters[("a", "x")]
+    made: list[tuple[float, int]] = []
+    for second in range(40):
+        clock.t += 1.0
+        if 10 <= second < 15:
+            c.calls += 8
+        made.append((clock.t, c.calls))
+        rpm = state.board().rows[0].pace.calls_per_min
+        most = max(n - next(m for t0, m in made if t0 >= t - 60) for t, n in made)  # any minute's calls
+        assert rpm is None or rpm <= max(most, 8), (second, rpm, most)
 
 
 FIRST_WALK = """

@@ -76,7 +76,10 @@ def test_total_and_eta_never_read_done_while_calls_are_sent(
         cfg = tmp_path / "sweep.toml"
         cfg.write_text(sweep_toml(run, sim.base_url, eif))
         assert run_plain(cfg, lines, status, 2.0) == 0, lines
-    progress = [(t, x) for t, x in lines if x.startswith("[ifsweep] pairs ")]
+    # The lines every few seconds, then the final board, whose first line is the totals (said once)
+    last = next(((t, x) for t, x in lines if x.startswith("pairs 6/6 100%")), None)
+    assert last is not None, lines
+    progress = [(t, x) for t, x in lines if x.startswith("[ifsweep] pairs ")] + [last]
     final = calls_of(progress[-1][1])[0]
     assert final > 480 * 1.5, progress  # the judge really was asked again, about 1.75 calls a question
     end = progress[-1][0]

@@ -77,6 +77,10 @@ EXPECTED = {
         "benchmark_metrics",
         "compute_metrics",
         "coverage_metrics",
+        "estimate_lines",
+        "estimate_metrics",
+        "estimates_html",
+        "estimates_markdown",
         "judges_in",
         "kendall_tau_b",
         "kept_expr",
@@ -95,6 +99,7 @@ EXPECTED = {
         "split_slice",
         "streamed",
         "validate_verdicts",
+        "with_estimate_keys",
     },
     "runner": {
         "BenchmarkConfig",

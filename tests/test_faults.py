@@ -51,6 +51,8 @@ TABLE: dict[str, Outcome | tuple[Outcome, Outcome]] = {
     "content_filter": Outcome("refused"),
     "refusal": Outcome("refused"),
     "context_length": Outcome("error", "context_length"),
+    # Never retried, and the endpoint sends nothing more in the run (tests/test_quota.py).
+    "quota": Outcome("error", "quota"),
 }
 
 
@@ -106,13 +108,15 @@ def test_fault_outcome_litellm_path(fault: str) -> None:
 def check_outcome(fault: str, path: str) -> None:
     want = expected(fault, path)
     results = run_calls(fault, 1.0, path, 2)
-    for r in results:
+    for i, r in enumerate(results):
         assert (r.status, r.error_kind) == (want.status, want.kind), (fault, r)
         assert r.path == path
         if r.status == "error":
             assert r.text is None and r.error_message
-            # Retried faults use every attempt; a hang uses the whole deadline on its first one.
-            assert r.attempts == (RETRY.max_attempts if want.transient else 1)
+            # Retried faults use every attempt; a hang uses the whole deadline on its first one; after
+            # a quota answer the endpoint sends nothing more.
+            once = 0 if want.kind == "quota" and i else 1
+            assert r.attempts == (RETRY.max_attempts if want.transient else once)
         else:
             assert r.attempts == 1 and r.error_kind is None and r.error_message is None
     if fault == "missing_usage":

@@ -47,7 +47,7 @@ def test_registry_and_attributes() -> None:
     bench = get("followbench")
     assert isinstance(bench, FollowBench)
     assert bench.name == "followbench"
-    assert bench.options == frozenset({"language", "categories"})
+    assert bench.options == frozenset({"language", "categories", "audit_rule_items"})
     assert bench.release is FOLLOWBENCH
     assert len(bench.template_version()) == 12
     int(bench.template_version(), 16)
@@ -83,6 +83,25 @@ def test_english_counts_match_the_paper() -> None:
 
 
 @needs_real
+@needs_real
+def test_each_constraint_is_the_text_its_level_added() -> None:
+    """Constraint i of a level-L instance was added at level i + 1: its text is what that level's
+    instruction added to the one before (the data holds whole instructions), the same in every level
+    of the group that carries it (issue 36, item 3: the viewer's "constraint" column was empty)."""
+    en = {i.instance_id: i for i in BENCH.load(REAL, {"categories": ["format", "content"]})}
+    fmt = [c.text for c in en["format:1:5"].constraints]
+    assert len(fmt) == 5 and all(fmt), fmt
+    assert fmt[1].startswith("Ensure that the introduction contains sentences that follow a 5-7-5 syllable")
+    assert fmt[4].startswith("Moreover, infuse an element of suspense"), fmt[4]
+    assert [c.text for c in en["format:1:2"].constraints] == fmt[:2]  # a level repeats the earlier ones
+    assert "named entity recognition" in en["content:1:2"].constraints[1].text
+    zh = {i.instance_id: i for i in BENCH.load(REAL, {"language": "zh", "categories": ["content"]})}
+    assert [c.text for c in zh["content:1:2"].constraints] == [
+        "，并推断文本中传达的情绪（积极、中性或负面）",
+        "，以及执行命名实体识别任务",
+    ]
+
+
 def test_chinese_counts_and_language_folder_forms() -> None:
     from_root = list(BENCH.load(REAL, {"language": "zh"}))
     assert len(from_root) == 790

@@ -187,12 +187,25 @@ def test_plan_status_verdicts_scores_and_report(tmp_path: Path, sim: SimulatorTh
     assert set(v.get_column("benchmark").to_list()) == {"cfbench"}
 
     s = ifsweep.scores(out)
-    assert set(s.columns) == {"benchmark", "model", "judge", "metric", "slice", "value", "n"}
+    # A run directory's scores say how far each pair's plan is (issue 31): 12 of 12 instances here.
+    assert set(s.columns) == {
+        "benchmark",
+        "model",
+        "judge",
+        "metric",
+        "slice",
+        "value",
+        "n",
+        "planned",
+        "done",
+    }
+    assert set(s.select("planned", "done").unique().rows()) == {(12, 12)}
     assert {"CSR", "ISR", "PSR", "coverage"} <= set(s.get_column("metric").to_list())
-    # The same numbers from the rows themselves, and from a file of them.
-    assert ifsweep.scores(v).equals(s)
+    # The same numbers from the rows themselves, and from a file of them (which know no plan).
+    figures = s.drop("planned", "done")
+    assert ifsweep.scores(v).equals(figures)
     v.write_parquet(tmp_path / "rows.parquet")
-    assert ifsweep.scores(tmp_path / "rows.parquet").equals(s)
+    assert ifsweep.scores(tmp_path / "rows.parquet").equals(figures)
     with_ci = ifsweep.scores(out, ci=True)
     assert {"ci_low", "ci_high"} <= set(with_ci.columns)
 

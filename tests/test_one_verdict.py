@@ -201,13 +201,14 @@ def verdicts(*rows: tuple[str, int, int]) -> pl.DataFrame:
 
 
 def test_two_verdicts_in_two_parts_of_an_instance_are_found() -> None:
-    """A per-part pass (EIFBench's instructions) sums its parts' bits over the instance, so a constraint
-    whose second verdict sits in another part is found; two judges' verdicts of one constraint are not
-    two verdicts (the exact pass tells them apart)."""
+    """A per-part pass (EIFBench's instructions) sums its parts' bits over the instance, so two verdicts
+    of one constraint are found in a part's group (a constraint is known by its instruction_idx too:
+    tests/test_constraint_identity.py); two judges' verdicts of one constraint are not two verdicts
+    (the exact pass tells them apart)."""
     aggs = [pl.col("satisfied").all()]
     with pytest.raises(VerdictError, match="1 instances have two verdicts"):
         metrics.per_instance(
-            verdicts(("j", 0, 0), ("j", 1, 0), ("j", 1, 1)), "b", aggs, within=["instruction_idx"]
+            verdicts(("j", 0, 0), ("j", 1, 0), ("j", 1, 0)), "b", aggs, within=["instruction_idx"]
         )
     two_judges = verdicts(("j", 0, 0), ("k", 0, 0), ("j", 0, 40), ("k", 0, 41))
     assert metrics.per_instance(two_judges, "b", aggs).collect().height == 1

@@ -53,7 +53,7 @@ def test_each_pair_in_error_once_with_its_reason() -> None:
     ):
         t.add(rec)
     assert t.by_kind() == {"context_length": 1, "judge:timeout": 1}
-    assert t.by_kind(lambda pair: pair[2] == "2") == {"judge:timeout": 1}
+    assert t.by_kind(lambda pair, _judge: pair[2] == "2") == {"judge:timeout": 1}
     assert errors_message(2, t.by_kind()) == (
         "2 pairs ended in error (context_length: 1, judge:timeout: 1); run again to retry them"
     )

@@ -102,3 +102,27 @@ def test_plan_shows_unknown_prices(tmp_path: Path, capsys: pytest.CaptureFixture
     alpha = next(line for line in out.splitlines() if line.startswith("alpha"))
     assert "unknown price" in alpha
     assert "(plus models with unknown prices)" in out
+
+
+def test_plan_says_that_run_will_refuse_a_model_without_a_price_under_a_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 36, item 11: a cap and a model without a price is a config `run` refuses; `plan` says so
+    (exit 2, the fix named) instead of a total of $0 and exit 0. Without a cap it is a note."""
+    path = write(tmp_path, "cfbench", alpha="")
+    path.write_text(path.read_text().replace("[run]\n", "[run]\nmax_usd = 5.0\n", 1))
+    capsys.readouterr()
+    assert main(["plan", str(path)]) == 2
+    said = capsys.readouterr()
+    assert "total cost" in said.out  # the estimate is still shown
+    assert "`ifsweep run` will refuse this config" in said.err
+    assert "alpha (openai/sim-alpha)" in said.err and "price = { input_per_mtok" in said.err
+    assert main(["run", str(path)]) == 2  # and it does, with the same words
+    assert "alpha (openai/sim-alpha)" in capsys.readouterr().err
+
+    uncapped = write(tmp_path, "cfbench", alpha="")
+    assert main(["plan", str(uncapped)]) == 0
+    err = capsys.readouterr().err
+    assert "no price is known for alpha (openai/sim-alpha)" in err and "price = {" in err
+    assert main(["plan", str(write(tmp_path, "cfbench"))]) == 0
+    assert "no price" not in capsys.readouterr().err

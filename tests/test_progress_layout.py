@@ -22,6 +22,7 @@ import pytest
 from ifsweep import benchmarks
 from ifsweep.runner.commands.cli import main
 from ifsweep.runner.watch.board import (
+    LEARNED_NOTE,
     PLAIN_WIDTH,
     Board,
     EndpointRow,
@@ -69,15 +70,17 @@ def test_plain_lines_stay_short_and_the_end_shows_every_endpoint(
         assert main(["run", str(cfg), "--progress", "plain"]) == 0
     err = capsys.readouterr().err.splitlines()
     lines = [x for x in err if x.startswith("[ifsweep] pairs ")]
-    assert len(lines) >= 2, err  # at least one interval line and the last one
+    assert len(lines) >= 1, err  # at least one interval line (the final totals open the table below)
     for line in lines:
         assert len(line) <= PLAIN_WIDTH, line
         totals, _, named = line.partition(" || ")
         assert totals.split(" | ")[1].startswith("calls "), line  # totals first: pairs, then calls
         assert len(named.split("; ")) <= 3 if named else True, line
-    assert f"pairs {models * PAIRS}/{models * PAIRS} 100%" in lines[-1]
-    # then the whole table, every model and the judge, in natural order once all are done
+    # then the whole table, every model and the judge, in natural order once all are done; its first
+    # line is the final totals, said once (not also as a last "[ifsweep] pairs" line before it)
     head = err.index(next(x for x in err if x.startswith("endpoint ")))
+    assert err[head - 2].startswith(f"pairs {models * PAIRS}/{models * PAIRS} 100%"), err
+    assert not any(f"pairs {models * PAIRS}/{models * PAIRS} 100%" in x for x in lines), lines
     body = err[head + 2 : head + 2 + models + 1]
     assert [row.split()[0] for row in body] == sorted(["judge", *labels(models)], key=natural_key)
     assert all(row.split()[1] == "(judge)" for row in body if row.startswith("judge "))
@@ -209,4 +212,16 @@ def test_plain_line_is_short_whatever_the_names() -> None:
     )
     assert "ETA 1h02m" in line
     table = table_lines(Board(totals, rows))
-    assert len(table) == 200 + 5 and table[0].startswith("pairs ")
+    assert len(table) == 200 + 4 and table[0].startswith("pairs ")
+
+
+def test_the_learned_note_is_printed_only_under_a_cell_with_its_star() -> None:
+    """The footnote explains a "*": without a limit learned from the headers, no "*" and no note."""
+    totals = Totals(10, 20, 10, 20, 1.0, 100.0, 0.1, None, 0, 10.0)
+    plain = [row("m1", 5.0), row("m2", 5.0)]
+    table = table_lines(Board(totals, tuple(plain)))
+    assert not any("*" in x for x in table), table
+    learned = EndpointRow("m3", "model", 10, 20.0, Pace(60), Limits(60, rpm_learned=True), eta_s=5.0)
+    table = table_lines(Board(totals, (*plain, learned)))
+    assert table[-1] == LEARNED_NOTE
+    assert "60/60*" in next(x for x in table if x.startswith("m3 "))

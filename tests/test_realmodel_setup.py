@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,13 +81,9 @@ def test_a_download_with_the_wrong_checksum_is_refused(tmp_path: Path) -> None:
         realmodel.download(src.as_uri(), realmodel.LLAMA_SDIST_SHA256, tmp_path / "copy")
 
 
-def _tier_without_build(tmp_path: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """One real-model test in a pytest of its own, its cache `cache` and its server a path that does
-    not exist: whatever this machine has cached, or the caller's environment names, is out of it."""
-    missing = str(tmp_path / "no-such-llama-server")
+def _tier_with(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One real-model test in a pytest of its own, in the environment `env` adds to this one."""
     one_test = "tests/test_real_model.py::test_the_sweep_reached_the_server"
-    child_env = subprocess_env(IFSWEEP_REAL_MODEL_CACHE=str(cache), IFSWEEP_LLAMA_SERVER=missing, **env)
-    child_env.pop("IFSWEEP_SMOLLM2_GGUF", None)
     return subprocess.run(
         [
             sys.executable,
@@ -102,15 +99,27 @@ def _tier_without_build(tmp_path: Path, cache: Path, **env: str) -> subprocess.C
             one_test,
         ],
         cwd=TESTS.parent,
-        env=child_env,
+        env=subprocess_env(**env),
         capture_output=True,
         text=True,
         timeout=240,
     )
 
 
+def _tier_without_build(tmp_path: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The tier with its cache `cache` and its server a path that does not exist: whatever this machine
+    has cached, or the caller's environment names, is out of it."""
+    missing = str(tmp_path / "no-such-llama-server")
+    saved = os.environ.pop("IFSWEEP_SMOLLM2_GGUF", None)
+    try:
+        return _tier_with(tmp_path, IFSWEEP_REAL_MODEL_CACHE=str(cache), IFSWEEP_LLAMA_SERVER=missing, **env)
+    finally:
+        if saved is not None:
+            os.environ["IFSWEEP_SMOLLM2_GGUF"] = saved
+
+
 def _missing_line(missing: list[Path]) -> str:
-    return f"real-model tier: {', '.join(map(str, missing))} missing; {realmodel.BUILD_HINT}"
+    return f"real-model tier: build: {', '.join(map(str, missing))} missing; {realmodel.BUILD_HINT}"
 
 
 @pytest.mark.skipif(os.name != "posix", reason="the tier runs on Linux")
@@ -133,3 +142,116 @@ def test_without_the_build_the_tier_skips_locally_and_fails_in_ci(tmp_path: Path
     ci = _tier_without_build(tmp_path / "ci", cache, CI="true")
     assert ci.returncode == 1, ci.stdout + ci.stderr
     assert expected in ci.stdout and "skipped" not in ci.stdout, ci.stdout
+
+
+# A stand-in for llama-server, run as a real process: it takes llama-server's arguments, prints the line
+# llama-server prints when it listens, and answers /health and chat completions. MODE picks what it does:
+# "answers" replies with text, "mute" with an empty message, "sigill" dies the way a binary built for
+# another CPU dies while loading the model.
+FAKE_SERVER = """#!{python}
+import json, os, signal, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = {mode!r}
+if MODE == "sigill":
+    print("load_tensors: loading model", flush=True)
+    os.kill(os.getpid(), signal.SIGILL)
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.reply({{"status": "ok"}})
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        text = "Hello there." if MODE == "answers" else ""
+        self.reply({{"choices": [{{"message": {{"role": "assistant", "content": text}}}}]}})
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(f"main: server is listening on http://127.0.0.1:{{server.server_port}}", flush=True)
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+server.serve_forever()
+"""
+
+
+def _fake_server(path: Path, mode: str) -> Path:
+    path.write_text(FAKE_SERVER.format(python=sys.executable, mode=mode))
+    path.chmod(0o755)
+    return path
+
+
+def _fake_fill(mode: str, calls: list[str]) -> Callable[[Path, Path], None]:
+    def fill(stage: Path, work: Path) -> None:
+        calls.append(mode)
+        _fake_server(stage / "llama-server", mode)
+
+    return fill
+
+
+def test_the_build_flags_fix_a_portable_instruction_set_and_name_the_cache_entry() -> None:
+    flags = set(realmodel.CMAKE_FLAGS)
+    assert "-DGGML_NATIVE=OFF" in flags, "a native build targets the building CPU alone"
+    assert {"-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"} <= flags
+    wide = [f for f in realmodel.CMAKE_FLAGS if "AVX512" in f or "AMX" in f]
+    assert wide and all(f.endswith("=OFF") for f in wide), wide
+    assert not any("BACKEND_DL" in f or "ALL_VARIANTS" in f for f in flags), "needs shared libraries"
+    entry = realmodel.server_entry()
+    assert entry.startswith(f"llama-server-{realmodel.LLAMA_VERSION}-")
+    assert realmodel.server_entry(realmodel.CMAKE_FLAGS) == entry
+    other = tuple(f.replace("-DGGML_AVX2=ON", "-DGGML_AVX2=OFF") for f in realmodel.CMAKE_FLAGS)
+    assert realmodel.server_entry(other) != entry, "a change of flags is a new cache entry"
+
+
+def test_a_cached_binary_that_cannot_answer_is_rebuilt_and_one_that_answers_is_kept(tmp_path: Path) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"")
+    for broken in ("sigill", "mute"):
+        root = tmp_path / broken
+        (root / "llama-server-x").mkdir(parents=True)
+        _fake_server(root / "llama-server-x" / "llama-server", broken)
+        calls: list[str] = []
+        server = realmodel.ensure_server(root, gguf, _fake_fill("answers", calls), "llama-server-x")
+        assert calls == ["answers"], f"a cached binary that {broken} was trusted"
+        assert server == root / "llama-server-x" / "llama-server"
+        assert "MODE = 'answers'" in server.read_text()
+        again = realmodel.ensure_server(root, gguf, _fake_fill("answers", calls), "llama-server-x")
+        assert again == server and calls == ["answers"], "a cached binary that answers is reused"
+
+
+@pytest.mark.parametrize(("mode", "stage"), [("sigill", "load: "), ("mute", "answer: ")])
+def test_a_new_build_that_cannot_answer_never_enters_the_cache(tmp_path: Path, mode: str, stage: str) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"")
+    root = tmp_path / "cache"
+    root.mkdir()
+    with pytest.raises(SystemExit, match=f"failed its check: {stage}") as raised:
+        realmodel.ensure_server(root, gguf, _fake_fill(mode, []), "llama-server-x")
+    if mode == "sigill":
+        assert "SIGILL" in str(raised.value)
+    assert list(root.iterdir()) == [], "nothing of the failed build is left in the cache"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the tier runs on Linux")
+@pytest.mark.parametrize(
+    ("mode", "line"), [("sigill", "load: llama-server was killed by SIGILL"), ("mute", "answer: ")]
+)
+def test_the_tier_names_the_stage_that_failed_in_one_line(tmp_path: Path, mode: str, line: str) -> None:
+    """A binary that is there but dies loading the model, or loads and answers nothing, fails the tier
+    (locally too: it is no missing build) with one line that starts with the stage."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"")
+    server = _fake_server(tmp_path / "llama-server", mode)
+    run = _tier_with(tmp_path, IFSWEEP_LLAMA_SERVER=str(server), IFSWEEP_SMOLLM2_GGUF=str(gguf), CI="")
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = [ln for ln in run.stdout.splitlines() if "real-model tier: " in ln]
+    assert lines and all(f"real-model tier: {line}" in ln for ln in lines), run.stdout

@@ -51,8 +51,11 @@ def report(run: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> str:
 
 
 def table_models(text: str) -> list[str]:
-    """The model column of the terminal leaderboard."""
-    return [line.split()[0] for line in text.splitlines() if line.split() and line.split()[0] in CONFIG_ORDER]
+    """The model column of the terminal leaderboard (above a partial run's estimate section)."""
+    board = text.split("Estimates for the planned population")[0]
+    return [
+        line.split()[0] for line in board.splitlines() if line.split() and line.split()[0] in CONFIG_ORDER
+    ]
 
 
 def test_report_lists_models_in_config_order_else_natural_order(
@@ -98,3 +101,76 @@ def from_column(text: str, column: int) -> str:
         if width(text[:i]) >= column:
             return text[i:]
     return ""
+
+
+def test_scores_and_the_viewer_list_equal_models_in_config_order(
+    sim: SimulatorThread, tmp_path: Path
+) -> None:
+    """Equal scores on every headline metric: `ifsweep.scores` and the viewer's boards keep the config's
+    order, as `report` does (issue 36, item 9)."""
+    from ifsweep.runner.view.index import RunIndex
+    from ifsweep.runner.view.overview import leaderboards, overview
+
+    run = tmp_path / "run"
+    assert ifsweep.run(config(run, sim.base_url, ["sim-judge"])).status == "complete"
+    scores = ifsweep.scores(run, judge=None)
+    assert list(dict.fromkeys(scores.get_column("model").to_list())) == CONFIG_ORDER
+    index = RunIndex.build(run)
+    board = overview(index, leaderboards(run)).boards[0]
+    assert [r.model for r in board.rows] == CONFIG_ORDER
+
+
+def test_a_tie_on_the_primary_metric_goes_to_the_next_headline_metric(
+    sim: SimulatorThread, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CFBench ranks by PSR, then CSR, then ISR. Verdict rows (a real run's, rewritten) where a1 and b1
+    pass the same instances (PSR equal) but b1 satisfies more constraints (CSR higher): b1 first, in
+    `ifsweep metrics`, `ifsweep.scores` and the leaderboard every report renders."""
+    import polars as pl
+
+    from ifsweep.metrics.leaderboard import leaderboard
+    from ifsweep.runner.commands.rundir import metric_catalog
+
+    run = tmp_path / "run"
+    assert ifsweep.run(config(run, sim.base_url, ["sim-judge"])).status == "complete"
+    rows = ifsweep.verdicts(run).filter(pl.col("model") == "m1")
+    counts = rows.group_by("instance_id").agg(
+        pl.len().alias("n"), (pl.col("priority") == "primary").sum().alias("primary")
+    )
+    passing, failing = sorted(counts.filter((pl.col("n") > 1) & (pl.col("primary") > 0))["instance_id"])[:2]
+    rows = rows.filter(pl.col("instance_id").is_in([passing, failing]))
+    first_primary = rows.with_row_index("i").filter(
+        (pl.col("instance_id") == failing) & (pl.col("priority") == "primary")
+    )["i"][0]
+
+    def as_model(name: str, failing_satisfied: pl.Expr) -> pl.DataFrame:
+        sat = pl.when(pl.col("instance_id") == passing).then(True).otherwise(failing_satisfied)
+        return (
+            rows.with_row_index("i")
+            .with_columns(pl.lit(name).alias("model"), sat.alias("satisfied"), pl.lit("ok").alias("status"))
+            .drop("i")
+        )
+
+    a1 = as_model("a1", pl.lit(False))  # the failing instance: every constraint failed
+    b1 = as_model("b1", pl.col("i") != first_primary)  # only one primary requirement failed
+    both = pl.concat([a1, b1])
+    path = tmp_path / "rows.jsonl"
+    both.write_ndjson(path)
+
+    capsys.readouterr()
+    assert main(["metrics", str(path), "--format", "table"]) == 0
+    listed = [
+        line.split()[0]
+        for line in capsys.readouterr().out.splitlines()
+        if line.split()[:1] in (["a1"], ["b1"])
+    ]
+    assert listed == ["b1", "a1"], listed
+    scores = ifsweep.scores(path)
+    psr = {
+        r["model"]: r["value"]
+        for r in scores.filter((pl.col("metric") == "PSR") & (pl.col("slice") == "all")).iter_rows(named=True)
+    }
+    assert psr["a1"] == psr["b1"] == 0.5
+    board = leaderboard(scores, metric_catalog()[0], "cfbench")
+    assert board["model"].to_list() == ["b1", "a1"]
+    assert board["CSR"][0] > board["CSR"][1]

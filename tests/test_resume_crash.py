@@ -236,10 +236,12 @@ def test_resume_accepts_compatible_changes_and_refuses_others_untouched(
         write(extra_run="max_usd = 20\nconcurrency = 16", models=("alpha", "beta", "gamma"))
         assert main(["run", str(cfg)]) == 0
         new = Counter(sim.stats.by_model) - seen
-        assert set(new) == {"sim-gamma", "sim-judge"} and new["sim-gamma"] == 10, new
+        # `limit = 5` is 5 sampling units (issue 34): 5 FollowBench groups of 5 levels and 5 CFBench
+        # instances, 30 pairs a model.
+        assert set(new) == {"sim-gamma", "sim-judge"} and new["sim-gamma"] == 30, new
         assert resends(sim) == 0
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["status"] == "complete" and summary["planned"] == summary["done"] == 30
+        assert summary["status"] == "complete" and summary["planned"] == summary["done"] == 90
 
 
 # ------------------------------------------------------------------------------------------ errors

@@ -85,7 +85,8 @@ def test_throttled_model_does_not_hold_back_the_fast_one(tmp_path: Path, sim: Si
     out = tmp_path / "run"
     models = model_table("fast", sim.base_url) + model_table("slow", sim.base_url, "rpm = 120")
     cfg = tmp_path / "sweep.toml"
-    cfg.write_text(config(out, sim.base_url, models, limit=8, run_extra="concurrency = 4"))
+    # File order: `limit` = the first 8 instances (in the seeded order it would be 8 groups of 5).
+    cfg.write_text(config(out, sim.base_url, models, limit=8, run_extra='concurrency = 4\norder = "file"'))
     assert main(["run", str(cfg)]) == 0
     gens = stored_records(out, {"generation"})
     ts = {m: sorted(g["ts"] for g in gens if g["model"] == m) for m in ("fast", "slow")}

@@ -329,3 +329,49 @@ def test_write_through_puts_each_record_on_disk_as_it_is_appended(tmp_path: Path
             s.append(gen(i))
             on_disk = [sl.record() for sl in scan_shards(tmp_path)]
             assert on_disk == [gen(j) for j in range(i + 1)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    status=st.one_of(st.none(), st.sampled_from(["ok", "error", "empty"])),
+    extra=st.dictionaries(
+        st.sampled_from(["a", "b", "text", "v", "ts"]), st.integers(-(2**53), 2**53), max_size=4
+    ),
+    lead=st.booleans(),
+)
+def test_a_record_in_line_order_encodes_to_the_bytes_of_any_other_order(
+    status: str | None, extra: dict[str, int], lead: bool
+) -> None:
+    """encode_line dumps a dict already in the line's order (key, kind, status) without reordering a
+    copy: the bytes must be those the reordering writes, for the same fields in any order."""
+    from types import MappingProxyType
+
+    key = record_key({"x": 1})
+    fields: dict[str, Any] = {"key": key, "kind": "generation"}
+    if status is not None or lead:
+        fields["status"] = status
+    fields.update(extra)
+    shuffled = dict(reversed(list(fields.items())))  # key, kind and status last: the reordering path
+    general = encode_line(MappingProxyType(fields))  # not a dict: always the reordering path
+    assert encode_line(fields) == general
+    assert encode_line(shuffled) == encode_line(MappingProxyType(shuffled))
+    head = b'"key":"%s","kind":"generation"' % key.encode()
+    assert encode_line(shuffled)[17:].startswith(head) and general[17:].startswith(head)
+    if isinstance(status, str):
+        assert general[17 + len(head) :].startswith(b',"status":"%s"' % status.encode())
+
+
+def test_the_pipelines_records_keep_their_line_layout() -> None:
+    """Generation, judgment and verdict records are built in the line's order: their lines are the
+    bytes the reordering path writes (the shards of a run before this order are the same bytes)."""
+    from types import MappingProxyType
+
+    from ifsweep.providers.records import Completion
+    from ifsweep.runner.engine.pipeline import completion_record
+
+    rec = completion_record("generation", record_key({"g": 1}), Completion(status="ok", text="hi"))
+    rec |= {"model": "m", "benchmark": "b", "instance_id": "i"}
+    line = encode_line(rec)
+    assert line == encode_line(MappingProxyType(rec))
+    head = b'"key":"%s","kind":"generation","status":"ok","v":2,"text":"hi"' % rec["key"].encode()
+    assert line[17:].startswith(head)

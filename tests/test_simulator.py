@@ -29,6 +29,7 @@ from ifsweep.simulator.config import FAULT_NAMES, FaultRates, SimConfig
 from ifsweep.simulator.faults import FaultPicker
 from ifsweep.simulator.judges import Judges
 from ifsweep.simulator.limits import TokenBucket, format_reset
+from ifsweep.simulator.server import CLIENT_HEADERS
 from ifsweep.simulator.text import count_tokens, cut_to_tokens, model_quality, read_quality
 
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
@@ -72,7 +73,7 @@ async def chat(
 
 def with_sim(config: SimConfig, fn: Callable[[Simulator, aiohttp.ClientSession], Awaitable[T]]) -> T:
     async def go() -> T:
-        async with Simulator(config) as sim, aiohttp.ClientSession() as session:
+        async with Simulator(config) as sim, aiohttp.ClientSession(headers=CLIENT_HEADERS) as session:
             return await fn(sim, session)
 
     return asyncio.run(go())
@@ -571,6 +572,10 @@ def test_each_fault_is_reachable(name: str) -> None:
     elif name == "context_length":
         assert kind == "http" and value[0] == 400
         assert body_json(result)["error"]["code"] == "context_length_exceeded"
+    elif name == "quota":
+        assert kind == "http" and value[0] == 429
+        error = body_json(result)["error"]
+        assert error["code"] == error["type"] == "insufficient_quota"
     elif name == "wrong_content_type":
         assert value[0] == 200 and value[1] == "text/html"
         assert content_of(body_json(result))
@@ -612,7 +617,7 @@ def test_hang_ends_when_the_client_gives_up_or_after_hang_s() -> None:
 
 def test_hung_requests_do_not_delay_shutdown() -> None:
     async def go() -> float:
-        async with aiohttp.ClientSession() as s:
+        async with aiohttp.ClientSession(headers=CLIENT_HEADERS) as s:
             async with Simulator(fault_config("hang")) as sim:
                 task = asyncio.ensure_future(outcome(sim, s, deadline_s=30))
                 await asyncio.sleep(0.2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +12,7 @@ from test_resume_crash import SEED, sweep_toml
 
 from ifsweep.runner.commands.cli import main
 from ifsweep.runner.store.compact import COMPACT_DIR, load_call_records
+from ifsweep.runner.watch.status import status_board
 from ifsweep.simulator import SimConfig, SimulatorThread
 
 
@@ -38,7 +40,8 @@ def test_status_then_compact_then_report_from_parquet(
     assert lines[0].startswith(f"pairs {n}/{n} 100% | calls {calls}/{calls} |"), lines[0]
     assert lines[0].endswith("| complete"), lines[0]
     assert lines[2].split()[:2] == ["endpoint", "calls"]
-    endpoints = lines[4 : lines.index("* learned from the provider's headers")]
+    endpoints = lines[4 : lines.index("", 4)]
+    assert "* learned from the provider's headers" not in lines  # no limit was learned: no "*" to explain
     assert [x.split()[0] for x in endpoints] == ["alpha", "beta", "judge"]
     head = lines.index(next(x for x in lines if x.startswith("model ")))
     head_words = ["model", "benchmark", "planned", "done", "errors", "spent", "$", "cached", "saved", "$"]
@@ -48,7 +51,7 @@ def test_status_then_compact_then_report_from_parquet(
     for entry in summary["by_model"]:
         planned, done, errors, spent, _cached, _saved = rows[(entry["model"], entry["benchmark"])]
         assert (int(planned), int(done), int(errors)) == (entry["planned"], entry["planned"], 0)
-        assert 0 < entry["planned"] <= 6
+        assert 0 < entry["planned"] <= 30  # `limit` counts sampling units: a FollowBench group is 5 levels
         assert float(spent) > 0
     # Spent is what the call records cost, judge calls included (they are billed to the judged model).
     calls = load_call_records(out)
@@ -94,3 +97,21 @@ def test_status_and_compact_refuse_a_directory_that_is_not_a_run(
         capsys.readouterr()
         assert main([cmd, str(tmp_path)]) == 2
         assert "not a run directory" in capsys.readouterr().err
+
+
+def test_status_counts_rpm_over_the_last_minute_never_scaled_up(tmp_path: Path) -> None:
+    """A sweep's calls all made in the last seconds: status's rpm is their count (what a provider saw
+    in its minute), not the last 20 seconds' count times three (issue 36, item 12)."""
+    out = tmp_path / "run"
+    cfg = tmp_path / "sweep.toml"
+    with SimulatorThread(SimConfig(seed=SEED)) as sim:
+        cfg.write_text(sweep_toml(out, sim.base_url, bench=("cfbench",), limit=4))
+        assert main(["run", str(cfg)]) == 0
+    # The board as a `status` beside the running sweep would read it: the summary just written.
+    path = out / "summary.json"
+    now = time.time()
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"status": "running", "updated_at": now}))
+    board = status_board(out, now=now)
+    calls = {r.label: r.calls for r in board.rows}
+    assert calls and all(n > 0 for n in calls.values()), calls
+    assert {r.label: r.pace.calls_per_min for r in board.rows} == calls

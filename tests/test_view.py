@@ -6,13 +6,14 @@ HTTP; what it shows is checked against the records in the shards, read independe
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import shutil
 import socket
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -240,7 +241,7 @@ def test_instance_pages_show_the_stored_texts(run_dir: Path, viewer: str) -> Non
     pairs = verdicts_by_pair(run_dir)
     shown = 0
     for pair, by_judge in sorted(pairs.items()):
-        html = get(viewer, instance_path(*pair))
+        html = with_sent(get(viewer, instance_path(*pair)))
         gen = gens[next(iter(by_judge.values()))["gen_key"]]
         answer = [t for c, t in texts(html, "answer") if c == "answer"]
         assert answer == [gen["text"] or ""], pair
@@ -249,6 +250,10 @@ def test_instance_pages_show_the_stored_texts(run_dir: Path, viewer: str) -> Non
         inst = {
             i.instance_id: i for i in benchmarks.get(pair[0]).load(benchmarks.get(pair[0]).fixture_dir(), {})
         }[pair[2]]
+        ctexts = [t for _, t in texts(html, "ctext")]
+        assert ctexts == [c.text for c in inst.constraints], pair
+        if pair[0] == "followbench":  # each level's added constraint (issue 36, item 3)
+            assert ctexts and all(ctexts), pair
         if gen["status"] != "error":
             assert [t for _, t in texts(html, "prompt")] == [m.content for m in inst.messages], pair
             assert "matches the stored key" in html
@@ -270,8 +275,14 @@ def test_every_judge_call_is_shown_with_the_messages_that_hash_to_its_key(run_di
     ]
     assert asked, "the garbling judge must have been re-asked"
     rec = asked[0]
-    html = get(viewer, instance_path(rec["benchmark"], rec["model"], rec["instance_id"]))
-    turns = re.findall(r'<div class="turn" data-key="([0-9a-f]+)">(.*?)<pre class="reply">', html, re.S)
+    path = instance_path(rec["benchmark"], rec["model"], rec["instance_id"])
+    html = with_sent(get(viewer, path))
+    turns = re.findall(
+        r'<details class="turn" id="a[0-9a-f]+" data-key="([0-9a-f]+)"(?: open)?(?: data-built)?>'
+        r'(.*?)<pre class="reply">',
+        html,
+        re.S,
+    )
     assert rec["key"] in [k for k, _ in turns]
     spec = manifest.judges[rec["judge"]]
     for key, body in turns:
@@ -507,6 +518,17 @@ def test_the_index_reads_only_what_the_shards_gained(run_dir: Path, tmp_path: Pa
             assert index.groups[group][iid].calls == e.calls
 
 
+def whole_overview(url: str, within_s: float = 30.0) -> str:
+    """The overview once it says the server's first pass is done (it serves before that)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while "index whole" not in (overview := get(url, "/")) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert "index whole" in overview, overview
+    return overview
+
+
 def test_a_damaged_line_is_skipped_and_counted(run_dir: Path, tmp_path: Path) -> None:
     copy = tmp_path / "damaged"
     shutil.copytree(run_dir, copy)
@@ -519,7 +541,30 @@ def test_a_damaged_line_is_skipped_and_counted(run_dir: Path, tmp_path: Path) ->
     assert len(index.damaged) == 1 and index.damaged[0].file == shard
     assert index.version == sum(p.read_bytes().count(b"\n") for p in (copy / "shards").glob("*.jsonl")) - 1
     with serving(copy) as url:
-        assert "1 damaged shard lines skipped" in get(url, "/")
+        assert "1 damaged shard lines skipped: shards/" in whole_overview(url)
+
+
+def test_a_torn_last_line_ends_the_first_pass_and_is_named(run_dir: Path, tmp_path: Path) -> None:
+    """A shard whose last line has no newline (a crash mid-write): the server's first pass ends, the
+    overview says the index is whole and names the line, instead of "indexing: N of N" for ever."""
+    copy = tmp_path / "torn"
+    shutil.copytree(run_dir, copy)
+    shard = sorted((copy / "shards").glob("*.jsonl"))[0]
+    size = shard.stat().st_size
+    with shard.open("ab") as fh:
+        fh.write(shard.read_bytes()[:120])  # the start of a record, and no newline
+    with serving(copy) as url:
+        overview = whole_overview(url)
+        assert "indexing" not in overview, overview
+        named = texts(overview, "damaged")
+        assert named == [
+            (
+                "damaged",
+                f"1 damaged shard lines skipped: shards/{shard.name} offset {size}: 120 bytes without a "
+                "newline (a torn last line)",
+            )
+        ], named
+        assert raw_request(url, "/favicon.ico")[0] == 204
 
 
 def test_shards_larger_than_one_read_are_indexed_whole(tmp_path: Path) -> None:
@@ -552,6 +597,53 @@ def test_shards_larger_than_one_read_are_indexed_whole(tmp_path: Path) -> None:
     index.close()
 
 
+def pieces(html: str, name: str) -> Callable[[int], str]:
+    """Text k of the shared pieces in the script `name` (each text is stored as numbers, base 36, into
+    one list of distinct pieces), joined as viewer.js joins it."""
+    found = re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', html, re.S)
+    assert found is not None
+    data = json.loads(found.group(1))
+
+    def text(k: int) -> str:
+        out = []
+        for x in data["pages"][k].split(","):
+            first, _, last = x.partition("-")
+            out += data["pieces"][int(first, 36) : int(last or first, 36) + 1]
+        return "".join(out)
+
+    return text
+
+
+def with_sent(html: str) -> str:
+    """A served instance page with every folded call and its sent messages in place, as opening them
+    shows them (viewer.js builds each from the page's shared pieces)."""
+    if 'id="ifsweep-sent"' not in html:
+        return html
+    text = pieces(html, "ifsweep-sent")
+    pattern = re.compile(
+        r'(<details class="(?:messages|turn)"[^>]*) data-sent="(\d+)">'
+        r"(<summary>(?:(?!</summary>).)*</summary>)</details>",
+        re.S,
+    )
+    while (m := pattern.search(html)) is not None:  # a call's body holds its messages' details
+        filled = f"{m.group(1)} data-built>{m.group(3)}{text(int(m.group(2)))}</details>"
+        html = html[: m.start()] + filled + html[m.end() :]
+    return html
+
+
+def built(html: str) -> str:
+    """The export with each pair's page built from its shared pieces, as viewer.js builds the page
+    shown."""
+    text = pieces(html, "ifsweep-pages")
+
+    def fill(m: re.Match[str]) -> str:
+        return m.group(1) + text(int(m.group(2))) + "</section>"
+
+    return re.sub(
+        r'(<section class="export-instance" id="a[0-9a-f]+" data-page="(\d+)">)</section>', fill, html
+    )
+
+
 def test_the_export_holds_the_flagged_pairs_and_a_sample_and_needs_nothing_else(
     run_dir: Path, tmp_path: Path
 ) -> None:
@@ -563,9 +655,11 @@ def test_the_export_holds_the_flagged_pairs_and_a_sample_and_needs_nothing_else(
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    html = out.read_text()
+    html = built(out.read_text())
     flagged = expected(run_dir, "disagree") | expected(run_dir, "unparsed") | expected(run_dir, "errors")
-    ids = re.findall(r'<section class="export-instance" id="a[0-9a-f]+"><h1 class="iid">([^<]+)</h1>', html)
+    ids = re.findall(
+        r'<section class="export-instance" [^>]+><nav.*?</nav><h1 class="iid">([^<]+)</h1>', html
+    )
     assert len(ids) == len(flagged) + 5
     # Nothing loads from anywhere: no src or href leaves the file, no stylesheet or script is linked.
     assert not re.search(r'(src|href)="(?!#)', html)
@@ -597,8 +691,46 @@ def test_export_filters_choose_the_pairs(run_dir: Path, tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    ids = set(re.findall(r'<h1 class="iid">([^<]+)</h1>', out.read_text()))
+    ids = set(re.findall(r'<h1 class="iid">([^<]+)</h1>', built(out.read_text())))
     assert ids == {p[2] for p in expected(run_dir, "failed") if p[:2] == ("cfbench", "alpha")}
+
+
+def export_of(run_dir: Path, out: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "ifsweep", "view", str(run_dir), "--export", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return out.read_text()
+
+
+def exported_pairs(html: str) -> list[tuple[str, str, str]]:
+    """(benchmark, model, instance) of each pair's table row in the export's lists."""
+    out = []
+    for part in re.split(r'<section class="export-group"', html)[1:]:
+        group = part.split("</section>", 1)[0]
+        head = re.search(r"<h2>([^<]+) · ([^<]+)</h2>", group)
+        assert head is not None
+        out += [(head.group(1), head.group(2), i) for i in re.findall(r'class="iid">([^<]+)</', group)]
+    return out
+
+
+def test_an_export_filter_means_what_it_selects_and_a_sample_only_when_asked(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    disagree = expected(run_dir, "disagree")
+    assert len(disagree) > 3
+    only = exported_pairs(export_of(run_dir, tmp_path / "d.html", "--disagree"))
+    assert sorted(only) == sorted(disagree)  # no random sample of the rest
+    more = exported_pairs(export_of(run_dir, tmp_path / "d3.html", "--disagree", "--sample", "3"))
+    assert len(more) == len(disagree) + 3 and disagree <= set(more)
+    # --benchmark limits the overview too: one table's boards (one per judge), no other benchmark's
+    html = export_of(run_dir, tmp_path / "cf.html", "--benchmark", "cfbench")
+    boards = [b.strip() for b in re.findall(r"<section class=\"board\"><h2>([^<]+)<", html)]
+    assert boards == ["CFBench"] * len(JUDGES), boards
+    assert {b for b, _, _ in exported_pairs(html)} == {"cfbench"}
 
 
 def test_a_small_export_takes_flagged_pairs_of_every_model_in_turn(run_dir: Path) -> None:
@@ -629,7 +761,13 @@ def test_a_prompt_is_shown_only_from_the_data_the_run_was_made_from(tmp_path: Pa
         assert ifsweep.run(cfg).status == "complete"
     iid = next(iter(verdicts_by_pair(out)))[2]
     path = instance_path("cfbench", "alpha", iid)
-    with serving(out) as url:  # the data is not among the places looked in by default
+    with serving(out) as url:  # where the run read it, as its manifest says
+        html = get(url, path)
+        assert "matches the stored key" in html and texts(html, "prompt")
+    inside = target.relative_to(data)
+    data = data.rename(tmp_path / "moved")
+    target = data / inside
+    with serving(out) as url:  # moved: not among the places looked in by default
         html = get(url, path)
         assert "matches the stored key" not in html and "pass its directory with --data" in html
         assert not texts(html, "prompt")

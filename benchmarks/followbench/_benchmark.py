@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,25 @@ def instance_route(instance: Instance) -> _scoring.Route:
     )
 
 
+def _judge_task(instance: Instance, response: str, level: int, *, audit: bool = False) -> JudgeTask:
+    """The one judge task of an instance: every one of its `level` constraints in one prompt."""
+    path = tuple(instance.meta.get("evolution_path", ()))
+    if len(path) != level + 1:
+        raise ValueError(
+            f"{instance.instance_id}: evolution path has {len(path)} steps, level {level} needs {level + 1}"
+        )
+    language = _meta_str(instance, "language")
+    prompt = _prompts.judge_prompt(instance.category or "", path, response, language)
+    turn = JudgeTurn(
+        user=prompt, constraint_idxs=tuple(range(level)), reask=_prompts.format_rule(level, language)
+    )
+    return JudgeTask(task_idx=0, turns=(turn,), audit=audit)
+
+
 class FollowBench(BenchmarkBase):
     name = "followbench"
     display_name = "FollowBench"
-    options = frozenset({"language", "categories"})
+    options = frozenset({"language", "categories", "audit_rule_items"})
     release: Release = FOLLOWBENCH
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -51,11 +67,18 @@ class FollowBench(BenchmarkBase):
         return _load.report_name(_load.language_of(data_dir, options))
 
     def load(self, data_dir: Path, options: Mapping[str, Any]) -> Iterator[Instance]:
-        return _load.load(data_dir, options)
+        if not options.get("audit_rule_items", False):
+            return _load.load(data_dir, options)
+        # The rule-decided instances are marked so that plan() also sends them to the judge, for the audit.
+        return (
+            replace(i, meta={**i.meta, "audit_rule_items": True})
+            if instance_route(i) in ("rule", "format_rule")
+            else i
+            for i in _load.load(data_dir, options)
+        )
 
     def plan(self, instance: Instance, response: str, mode: ScoringMode) -> Plan:
         level = _level(instance)
-        idxs = tuple(range(level))
         kind = instance_route(instance)
         if kind != "judge":
             passed = _scoring.rule_verdict(
@@ -67,19 +90,13 @@ class FollowBench(BenchmarkBase):
                 level=level,
                 language=_meta_str(instance, "language"),
             )
-            return Plan(rule_values=dict.fromkeys(idxs, passed), judge_tasks=())
-        path = tuple(instance.meta.get("evolution_path", ()))
-        if len(path) != level + 1:
-            raise ValueError(
-                f"{instance.instance_id}: evolution path has {len(path)} steps, "
-                f"level {level} needs {level + 1}"
+            audit = (
+                (_judge_task(instance, response, level, audit=True),)
+                if instance.meta.get("audit_rule_items")
+                else ()
             )
-        prompt = _prompts.judge_prompt(
-            instance.category or "", path, response, _meta_str(instance, "language")
-        )
-        rule = _prompts.format_rule(level, _meta_str(instance, "language"))
-        task = JudgeTask(task_idx=0, turns=(JudgeTurn(user=prompt, constraint_idxs=idxs, reask=rule),))
-        return Plan(rule_values={}, judge_tasks=(task,))
+            return Plan(rule_values=dict.fromkeys(range(level), passed), judge_tasks=audit)
+        return Plan(rule_values={}, judge_tasks=(_judge_task(instance, response, level),))
 
     def parse(
         self, instance: Instance, task: JudgeTask, turn_idx: int, reply: str, mode: ScoringMode

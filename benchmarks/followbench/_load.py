@@ -8,6 +8,8 @@ path. Every row is checked before any instance is yielded, so a bad file fails a
 from __future__ import annotations
 
 import ast
+import difflib
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,9 @@ class Row:
 
 
 def validate_options(options: Mapping[str, Any]) -> None:
+    audit = options.get("audit_rule_items", False)
+    if not isinstance(audit, bool):
+        raise ValueError(f"option 'audit_rule_items' must be true or false, got {audit!r}")
     language = options.get("language", "en")
     if language not in LANGUAGES:
         raise ValueError(f"option 'language' must be one of {sorted(LANGUAGES)}, got {language!r}")
@@ -189,6 +194,9 @@ def read_category(language_dir: Path, category: str, language: str) -> list[Inst
     instances: list[Instance] = []
     seen: set[int] = set()
     path_so_far: list[str] = []
+    # What each level of the open group added, kept as the group grows: each diff is made once, not
+    # again for every later level (the example category's diffs of 5,000-token prompts took minutes).
+    added: list[str] = []
     for index, record in enumerate(records):
         row = _row(path, index, record)
         types = constraint_types(path, index, category, row)
@@ -204,7 +212,7 @@ def read_category(language_dir: Path, category: str, language: str) -> list[Inst
                     field="example_id",
                 )
             seen.add(row.example_id)
-            path_so_far = []
+            path_so_far, added = [], []
         else:
             expected = first_level + len(path_so_far)
             if index == 0 or row.level != expected or records[index - 1].get("example_id") != row.example_id:
@@ -217,9 +225,9 @@ def read_category(language_dir: Path, category: str, language: str) -> list[Inst
                 )
         path_so_far.append(row.instruction)
         if row.level > 0:
-            instances.append(
-                _instance(category, language, row, types, tuple(path_so_far) if first_level == 0 else ())
-            )
+            added.append(added_text(path_so_far[-2], path_so_far[-1]) if len(path_so_far) > 1 else "")
+            evolution = tuple(path_so_far) if first_level == 0 else ()
+            instances.append(_instance(category, language, row, types, evolution, tuple(added)))
     _check_complete(path, len(records) - 1, first_level, path_so_far)
     return instances
 
@@ -232,15 +240,40 @@ def _check_complete(path: Path, last_index: int, first_level: int, group: list[s
         )
 
 
+_SHORTEST = 4  # tokens (words, or characters of Chinese) of an added piece that is not a rewording
+_TOKEN = re.compile(r"[A-Za-z0-9_]+|\s+|.", re.S)  # words of Latin script; one character else (Chinese)
+
+
+def added_text(before: str, after: str) -> str:
+    """The text a level added to the instruction of the level before it (the data holds each level's
+    whole instruction, not the constraint alone): the pieces AFTER inserts or rewrites, joined by " … ";
+    constraint i was added at level i + 1, and a level with no instruction before it added ""."""
+    old, new = _TOKEN.findall(before), _TOKEN.findall(after)
+    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    pieces = [new[j1:j2] for tag, _, _, j1, j2 in ops if tag in ("insert", "replace")]
+    # A rewording swaps a word here and there: the constraint is in the longer pieces, when any.
+    long = [p for p in pieces if sum(not t.isspace() for t in p) >= _SHORTEST]
+    texts = ("".join(p).strip() for p in long or pieces)
+    return " … ".join(t for t in texts if t)
+
+
 def _instance(
-    category: str, language: str, row: Row, types: tuple[str, ...], evolution: tuple[str, ...]
+    category: str,
+    language: str,
+    row: Row,
+    types: tuple[str, ...],
+    evolution: tuple[str, ...],
+    added: tuple[str, ...] = (),
 ) -> Instance:
     return Instance(
         benchmark=report_name(language),
         instance_id=f"{category}:{row.example_id}:{row.level}",
         group_id=f"{category}:{row.example_id}",
         messages=generation_messages(row.instruction),
-        constraints=tuple(Constraint(idx=i, type=kind) for i, kind in enumerate(types)),
+        constraints=tuple(
+            Constraint(idx=i, type=kind, text=added[i] if i < len(added) else "")
+            for i, kind in enumerate(types)
+        ),
         level=row.level,
         category=category,
         split=None,

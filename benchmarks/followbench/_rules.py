@@ -82,28 +82,27 @@ def paragraphs_numbered(text: str) -> bool:
     return True
 
 
-def three_paragraph_rule(
+def three_paragraph_checks(
     text: str,
     level: int,
     *,
     sentences: Callable[[str], list[str]],
     long_enough: Callable[[str], bool],
     closing: str,
-) -> bool:
-    """Format example 22: three short numbered paragraphs of long sentences, then a closing phrase.
-
-    Level 5 asks for exactly four paragraphs (the closing phrase becomes its own paragraph)."""
+) -> tuple[bool, ...]:
+    """Format example 22, check by check for level L's L constraints: three paragraphs (level 5:
+    exactly four, the closing phrase its own paragraph), short ones, long sentences, numbered, then a
+    closing phrase (level 5)."""
     paragraphs = text.split("\n\n")
     wanted = 4 if level == 5 else 3
-    if len(paragraphs) != wanted:
-        return False
-    if level >= 2 and not all(len(sentences(p)) < 3 for p in paragraphs[:3]):
-        return False
-    if level >= 3 and not all(long_enough(s) for s in sentences(text)):
-        return False
-    if level >= 4 and not paragraphs_numbered(text):
-        return False
-    return level < 5 or text.endswith(closing)
+    checks: tuple[Callable[[], bool], ...] = (
+        lambda: len(paragraphs) == wanted,
+        lambda: all(len(sentences(p)) < 3 for p in paragraphs[:3]),
+        lambda: all(long_enough(s) for s in sentences(text)),
+        lambda: paragraphs_numbered(text),
+        lambda: text.endswith(closing),
+    )
+    return tuple(check() for check in checks[:level])
 
 
 # ---- English helpers -----------------------------------------------------------------------------
@@ -219,6 +218,15 @@ def source_rules(
     }
 
 
+# The sources whose rule is a conjunction of one check per level: check k is constraint k's own.
+CUMULATIVE_EN: dict[str, tuple[Check, ...]] = {
+    "cnn_dailymail": CNN_EN,
+    "xsum": XSUM_EN,
+    "samsum": SAMSUM_EN,
+    "gigaword": GIGAWORD_EN,
+    "arxiv": ARXIV_EN,
+}
+
 SOURCE_RULES_EN: dict[str, SourceRule] = source_rules(
     cnn_dailymail=CNN_EN,
     xsum=XSUM_EN,
@@ -235,24 +243,24 @@ SOURCE_RULES_EN: dict[str, SourceRule] = source_rules(
 _SPEECH_SENTENCE_END = re.compile(r"(?<!\w\.\w.)(?<![A-Z][a-z]\.)(?<=\.|\?)\s")
 
 
-def speech_rule(text: str, level: int) -> bool:
-    """Format example 30: a five-point speech with '**' keyword markers, short points, 10-15-word
-    sentences, and no word ending in '-ly'. Level L needs the first L of these."""
+def speech_checks(text: str) -> tuple[bool, ...]:
+    """Format example 30, check by check: a five-point speech with '**' keyword markers, short points,
+    10-15-word sentences, and no word ending in '-ly'."""
     sentences = _SPEECH_SENTENCE_END.split(text)
     point_sentences = [s for s in sentences if any(f"{n}." in s for n in range(1, 6))]
-    checks = (
+    return (
         "**" in text,
         len(re.findall(r"\*\*[\d].+?:", text)) == 5,
         all(len(s.split(".")) < 3 for s in point_sentences),
         all(10 <= len(s.split()) <= 15 for s in sentences),
         all(not word.endswith("-ly") for s in sentences for word in s.split()),
     )
-    return all(checks[:level])
 
 
-def format_rule_en(example_id: int, text: str, level: int) -> bool:
+def format_checks_en(example_id: int, text: str, level: int) -> tuple[bool, ...]:
+    """A rule-decided English format example at level L, check by check (its L constraints)."""
     if example_id == 22:
-        return three_paragraph_rule(
+        return three_paragraph_checks(
             text,
             level,
             sentences=sentences_en,
@@ -260,5 +268,9 @@ def format_rule_en(example_id: int, text: str, level: int) -> bool:
             closing="Those are suggestions",
         )
     if example_id == 30:
-        return speech_rule(text, level)
+        return speech_checks(text)[:level]
     raise ValueError(f"format example {example_id} has no rule check")
+
+
+def format_rule_en(example_id: int, text: str, level: int) -> bool:
+    return all(format_checks_en(example_id, text, level))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import string
 
-from ifsweep.benchmarks.followbench._rules import Check, SourceRule, source_rules, three_paragraph_rule
+from ifsweep.benchmarks.followbench._rules import Check, SourceRule, source_rules, three_paragraph_checks
 
 _PUNCTUATION_ZH = string.punctuation + "，。：’“”"
 
@@ -75,6 +75,14 @@ ARXIV_ZH: tuple[Check, ...] = (
 )
 
 
+CUMULATIVE_ZH: dict[str, tuple[Check, ...]] = {
+    "cnn_dailymail": CNN_ZH,
+    "xsum": XSUM_ZH,
+    "samsum": SAMSUM_ZH,
+    "gigaword": GIGAWORD_ZH,
+    "arxiv": ARXIV_ZH,
+}
+
 SOURCE_RULES_ZH: dict[str, SourceRule] = source_rules(
     cnn_dailymail=CNN_ZH,
     xsum=XSUM_ZH,
@@ -85,13 +93,14 @@ SOURCE_RULES_ZH: dict[str, SourceRule] = source_rules(
 )
 
 
-def format_rule_zh(example_id: int, text: str, level: int) -> bool:
+def format_checks_zh(example_id: int, text: str, level: int) -> tuple[bool, ...]:
+    """Format example 22 check by check (the only Chinese format example a rule decides)."""
     if example_id == 22:
-        return three_paragraph_rule(
-            text,
-            level,
-            sentences=sentences_zh,
-            long_enough=lambda s: len(s) > 20,
-            closing="这些是建议",
+        return three_paragraph_checks(
+            text, level, sentences=sentences_zh, long_enough=lambda s: len(s) > 20, closing="这些是建议"
         )
     raise ValueError(f"format example {example_id} has no Chinese rule check")
+
+
+def format_rule_zh(example_id: int, text: str, level: int) -> bool:
+    return all(format_checks_zh(example_id, text, level))

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ifsweep.metrics.catalog import Catalog
-from ifsweep.metrics.leaderboard import benchmarks_in, fmt_interval, fmt_value, header, leaderboard
+from ifsweep.metrics.leaderboard import (
+    benchmarks_in,
+    fmt_interval,
+    fmt_value,
+    header,
+    leaderboard,
+    partial_note,
+)
 from ifsweep.metrics.render import charts
 from ifsweep.metrics.render.svg import Grid, Point, esc, heatmap, scatter
 
@@ -30,11 +37,20 @@ th,td{padding:5px 10px;border-bottom:1px solid var(--line);text-align:right;whit
 th:first-child,td:first-child{text-align:left;white-space:normal;word-break:break-word}
 th{font-weight:600;color:var(--muted);cursor:pointer;user-select:none;position:sticky;top:0;background:var(--card)}
 th:hover{color:var(--ink)}tbody tr:hover{background:#f0f3fa}
-.ci{color:var(--muted);font-size:12px;margin-left:4px}.note{color:var(--muted);font-style:italic}
+.ci{color:var(--muted);font-size:12px;margin-left:4px}
+.partial{background:#fff4d6;border:1px solid #e0b341;color:#5c4300;padding:6px 10px;
+border-radius:6px;font-weight:600}
+.note{color:var(--muted);font-style:italic}
 .sig{color:#2f7d32;font-weight:600}.grid2{display:flex;flex-wrap:wrap;gap:18px}
 .kpis{display:flex;gap:14px;flex-wrap:wrap;margin:0 0 20px}
 .kpi{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 16px;min-width:150px}
 .kpi b{display:block;font-size:20px}.kpi span{color:var(--muted);font-size:12px}
+.scroll{overflow-x:auto;max-width:100%}
+.wide table{width:auto;min-width:100%;font-size:13px}
+.wide th{white-space:normal;vertical-align:bottom;min-width:4.5em}
+.wide th,.wide td{padding:4px 8px}
+.wide td:first-child,.wide th:first-child{white-space:nowrap;word-break:normal;
+position:sticky;left:0;background:var(--card);z-index:1}
 svg.chart{max-width:100%;height:auto;display:block}
 figure{margin:0;flex:1 1 600px;min-width:0}figcaption{font-weight:600;margin:0 0 6px}
 svg .grid{stroke:#e3e6ea;stroke-width:1}svg .tick{font-size:11px;fill:#5f6672}svg .cell-label{font-size:11px}
@@ -102,9 +118,13 @@ def _leaderboards(metrics: pl.DataFrame, catalog: Catalog, spend: dict[tuple[str
             rows.append(f"<tr>{''.join(cells)}</tr>")
         head = ["model", *(header(catalog, bench, m) for m in names), "spent"]
         n = int(board.select(pl.col("coverage_n").fill_null(0).max()).item() or 0)
+        note = partial_note(metrics, bench)
+        banner = f'<p class="partial" role="status">{esc(note)}</p>' if note else ""
         parts.append(
             f"<h3>{esc(catalog.display(bench))} <span class='note'>· {board.height} models · "
-            f"up to {n} instances · 95% bootstrap interval in brackets</span></h3>" + _table(head, rows)
+            f"up to {n} instances · 95% bootstrap interval in brackets</span></h3>"
+            + banner
+            + _table(head, rows)
         )
     return "".join(parts) or '<p class="note">No metrics.</p>'
 
@@ -167,7 +187,9 @@ def _analytics_table(analytics: pl.DataFrame | None, catalog: Catalog) -> str:
             v = r.get(key)
             cells.append(_cell("–" if v is None else esc(fmt.format(v)), v))
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    return _table(["model", "benchmark", *(h for _, h, _ in _ANALYTICS_COLUMNS)], rows)
+    table = _table(["model", "benchmark", *(h for _, h, _ in _ANALYTICS_COLUMNS)], rows)
+    # Wider than a card on a laptop: it scrolls inside the card, its model column kept in view.
+    return f'<div class="scroll wide" id="analytics">{table}</div>'
 
 
 def _paired_table(paired: pl.DataFrame | None, catalog: Catalog) -> str:
@@ -291,10 +313,12 @@ def render_html(
     title: str = "ifsweep report",
     judges: Agreement | None = None,
     judge: str | None = None,
+    audit: str = "",
 ) -> str:
     """The whole report as one HTML page: leaderboards, each benchmark's charts (the catalog's), cost
     against score, run analytics and paired differences; with `judges` (a run's panel) a section on
-    their agreement. `judge`: whose verdicts the figures are (named under the title)."""
+    their agreement. `judge`: whose verdicts the figures are (named under the title). `audit`: the
+    judge-against-gold section, already HTML (metrics/render/corrected.audit_section), placed last."""
     spend = _spend(analytics)
     models = metrics.get_column("model").n_unique() if metrics.height else 0
     total = sum(spend.values())
@@ -302,7 +326,8 @@ def render_html(
     kpis = (
         f'<div class="kpis"><div class="kpi"><b>{models}</b><span>models</span></div>'
         f'<div class="kpi"><b>{n_bench}</b><span>benchmarks</span></div>'
-        f'<div class="kpi"><b>{esc(f"${total:,.2f}")}</b><span>spent</span></div></div>'
+        f'<div class="kpi"><b>{esc(f"${total:,.2f}")}</b>'
+        "<span>spent: answers and every judge</span></div></div>"
     )
     sections = [
         ("Leaderboard", "Headline slices; click a column to sort.", _leaderboards(metrics, catalog, spend)),
@@ -327,7 +352,7 @@ def render_html(
         + f"{content}</section>"
         for h, sub, content in sections
     )
-    paired_section = _paired_table(paired, catalog) + _judges_section(judges, catalog)
+    paired_section = _paired_table(paired, catalog) + _judges_section(judges, catalog) + audit
     whose = f" Verdicts of judge {esc(judge)}." if judge is not None else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '

@@ -1,4 +1,5 @@
-"""A Markdown report, with charts written into `out_dir` beside it.
+"""A Markdown report, with charts written into `out_dir` beside it, or inside it as data URIs when
+there is no directory (a report on standard output must not leave files where the reader never looks).
 
 PNG charts need matplotlib, which ifsweep does not depend on: when it is importable they are drawn with
 it, otherwise the report says so. SVG charts from our own drawing code are always written, so the
@@ -7,15 +8,17 @@ report has pictures either way.
 
 from __future__ import annotations
 
+import base64
 import html
 import importlib.util
+import io
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ifsweep.metrics.catalog import Catalog
-from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
+from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, partial_note, value_texts
 from ifsweep.metrics.render import charts
 
 
@@ -32,7 +35,15 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path) -> list[str]:
+def _picture(name: str, data: bytes, mime: str, out_dir: Path | None) -> str:
+    """A chart's Markdown image: a file beside the report, or a data URI inside it."""
+    if out_dir is not None:
+        (out_dir / name).write_bytes(data)
+        return f"![{name}]({name})"
+    return f"![{name}](data:{mime};base64,{base64.b64encode(data).decode()})"
+
+
+def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path | None) -> list[str]:
     import matplotlib  # only when importable; not a dependency
 
     matplotlib.use("Agg")
@@ -48,9 +59,10 @@ def _png_charts(metrics: pl.DataFrame, catalog: Catalog, out_dir: Path) -> list[
         ax.set_title(f"{catalog.display(bench)} {metric}")
         name = f"{bench}_{metric}.png"
         fig.tight_layout()
-        fig.savefig(out_dir / name, dpi=110)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110)
         plt.close(fig)
-        names.append(name)
+        names.append(_picture(name, buf.getvalue(), "image/png", out_dir))
     return names
 
 
@@ -101,8 +113,8 @@ def _analytics_row(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def _chart_lines(metrics: pl.DataFrame, catalog: Catalog, out: Path) -> list[str]:
-    """The charts section: each SVG written beside the report, then the PNGs when matplotlib is there."""
+def _chart_lines(metrics: pl.DataFrame, catalog: Catalog, out: Path | None) -> list[str]:
+    """The charts section: each SVG beside the report (or inline), then the PNGs when matplotlib is there."""
     lines = ["## Charts", ""]
     svgs = {
         chart.file: charts.draw(metrics, catalog, bench, chart)
@@ -114,10 +126,9 @@ def _chart_lines(metrics: pl.DataFrame, catalog: Catalog, out: Path) -> list[str
         pieces = [p[: p.rfind("</svg>") + len("</svg>")] for p in markup.split("<svg")[1:]]
         for i, piece in enumerate(pieces):
             fname = name if len(pieces) == 1 else name.replace(".svg", f"_{i + 1}.svg")
-            (out / fname).write_text("<svg" + piece + "\n", encoding="utf-8")
-            lines += [f"![{fname}]({fname})", ""]
+            lines += [_picture(fname, f"<svg{piece}\n".encode(), "image/svg+xml", out), ""]
     if importlib.util.find_spec("matplotlib") is not None:
-        lines += [f"![{n}]({n})" for n in _png_charts(metrics, catalog, out)] + [""]
+        lines += [*_png_charts(metrics, catalog, out), ""]
     else:
         lines += [
             "_PNG charts skipped: matplotlib is not installed (the SVG charts above need nothing)._",
@@ -127,10 +138,12 @@ def _chart_lines(metrics: pl.DataFrame, catalog: Catalog, out: Path) -> list[str
 
 
 def render_markdown(
-    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path
+    metrics: pl.DataFrame, catalog: Catalog, analytics: pl.DataFrame | None, out_dir: str | Path | None
 ) -> str:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    """`out_dir`: where the chart files go (beside the report file); None: the charts inline."""
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     lines = ["# ifsweep report", ""]
     for bench in benchmarks_in(metrics, catalog):
         board = leaderboard(metrics, catalog, bench)
@@ -140,6 +153,8 @@ def render_markdown(
         ]
         lines += [f"## {catalog.display(bench)}", ""]
         lines += _table(["model", *(header(catalog, bench, m) for m in names)], rows)
+        if note := partial_note(metrics, bench):
+            lines += ["", f"**{_md(note)}**"]
         lines.append("")
     if analytics is not None and analytics.height:
         lines += ["## Run analytics", ""]

@@ -9,9 +9,12 @@ from typing import Any
 import polars as pl
 
 from ifsweep.metrics.catalog import Catalog
-from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, value_texts
+from ifsweep.metrics.corrected import CORRECTED_COLUMNS
+from ifsweep.metrics.leaderboard import benchmarks_in, header, leaderboard, partial_note, value_texts
+from ifsweep.metrics.render.estimates import ESTIMATE_KEYS
 
-_JSON_KEYS = ("benchmark", "model", "judge", "metric", "slice", "value", "n")
+# planned / done: of a run directory's table, the instances the pair's plan selects and those judged.
+_JSON_KEYS = ("benchmark", "model", "judge", "metric", "slice", "value", "n", "planned", "done")
 
 
 def _grid(header: list[str], body: list[list[str]]) -> list[str]:
@@ -37,6 +40,8 @@ def render_table(metrics: pl.DataFrame, catalog: Catalog) -> str:
         ]
         out.append(f"{catalog.display(bench)} ({board.height} models)")
         out.extend(_grid(["model", *(header(catalog, bench, m) for m in names)], body))
+        if note := partial_note(metrics, bench):
+            out.append(note)
         out.append("")
     return "\n".join(out).rstrip() + "\n" if out else "no metrics\n"
 
@@ -47,10 +52,13 @@ def _clean(v: Any) -> Any:
 
 def render_json(metrics: pl.DataFrame) -> str:
     """A JSON list of {benchmark, model, judge, metric, slice, value, n} (+ ci_low, ci_high when
-    computed)."""
+    computed; + the corrected columns of `report --correct`, null but on headline "all" rows; + estimate,
+    est_low, est_high, units_done, units_planned for a partial run)."""
     keys = [
         *(k for k in _JSON_KEYS if k in metrics.columns),
         *(k for k in ("ci_low", "ci_high") if k in metrics.columns),
+        *(k for k in CORRECTED_COLUMNS if k in metrics.columns),
+        *(k for k in ESTIMATE_KEYS if k in metrics.columns),  # a partial run's (render/estimates.py)
     ]
     rows = [{k: _clean(r[k]) for k in keys} for r in metrics.select(keys).iter_rows(named=True)]
     return json.dumps(rows, ensure_ascii=False, indent=1, allow_nan=False) + "\n"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from _chaos.sweepfile import PRICES
+from ifsweep.simulator.server import CLIENT_HEADERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,9 @@ def fetch(base_url: str) -> Ledger:
     """The ledger of the simulator at `base_url` (…/v1), after every batch whose time has come was worked
     out: listing the batches works them out, as a provider finishes them whether anyone polls or not."""
     root = base_url.removesuffix("/v1")
-    with urllib.request.urlopen(f"{root}/v1/batches", timeout=30) as r:
+    # OpenAI's batch routes want a key, as the simulator's do (simulator/server.py).
+    listing = urllib.request.Request(f"{root}/v1/batches", headers=CLIENT_HEADERS)
+    with urllib.request.urlopen(listing, timeout=30) as r:
         batches = json.loads(r.read())["data"]
     with urllib.request.urlopen(f"{root}/sim/ledger", timeout=30) as r:
         data = json.loads(r.read())

@@ -30,16 +30,26 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ifsweep.providers.batch.clients import BatchInfo, json_body, listed
+from ifsweep.providers.batch.clients import (
+    BatchInfo,
+    BatchLimits,
+    BatchTooLarge,
+    Page,
+    cursor_page,
+    json_body,
+    list_back,
+)
+from ifsweep.providers.send.conversation import conversation
 from ifsweep.providers.send.fast import error_detail
 from ifsweep.providers.send.prefix import PrefixEnd, with_breakpoints
 from ifsweep.providers.send.prefix_groups import nested_ends
-from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse
+from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse, error_code
 
 if TYPE_CHECKING:  # loaded with the first send
     import aiohttp
 
 ANTHROPIC_ROOT = "https://api.anthropic.com"
+ANTHROPIC_LIMITS = BatchLimits(100_000, 256_000_000)
 API_VERSION = "2023-06-01"
 _DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; what a request without one is given
 _PASSED = frozenset({"temperature", "top_p", "top_k"})
@@ -63,8 +73,9 @@ def api_root(api_base: str | None) -> str:
 
 
 def message_params(body: Mapping[str, Any], ends: Sequence[PrefixEnd] = ()) -> dict[str, Any]:
-    """A chat-completions request body -> Messages request params, cache breakpoints at `ends`."""
-    messages = with_breakpoints(body.get("messages") or [], ends)
+    """A chat-completions request body -> Messages request params, cache breakpoints at `ends` (of the
+    conversation as sent: `sent_messages`)."""
+    messages = with_breakpoints(sent_messages(body), ends)
     system = [m["content"] for m in messages if m.get("role") == "system"]
     params: dict[str, Any] = {
         "model": body.get("model"),
@@ -85,6 +96,12 @@ def message_params(body: Mapping[str, Any], ends: Sequence[PrefixEnd] = ()) -> d
     return params
 
 
+def sent_messages(body: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """The conversation Anthropic is sent, by the one rule every route follows (issue 32: no empty
+    turn but a final assistant one), so this route sends what the interactive one sends for a key."""
+    return conversation("anthropic", body.get("messages") or [])
+
+
 def _text(text: str) -> dict[str, str]:
     return {"type": "text", "text": text}
 
@@ -94,7 +111,7 @@ def batch_requests(data: bytes) -> list[dict[str, Any]]:
     prefixes it shares with others of the batch end."""
     lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
     bodies = [line["body"] for line in lines]
-    ends = nested_ends([b.get("messages") or [] for b in bodies])
+    ends = nested_ends([sent_messages(b) for b in bodies])
     return [
         {"custom_id": line["custom_id"], "params": message_params(body, ends[i])}
         for i, (line, body) in enumerate(zip(lines, bodies, strict=True))
@@ -134,6 +151,8 @@ def message_batch_info(batch: Any, input_file_id: str | None = None) -> BatchInf
         metadata={},
         errors="",
         created_at=_epoch(batch.get("created_at")),
+        # "The time at which the Message Batch was archived and its results became unavailable."
+        results_gone=batch.get("archived_at") is not None,
     )
 
 
@@ -217,6 +236,9 @@ class AnthropicBatchClient:
     """POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]], POST .../{id}/cancel."""
 
     names_batches = False  # a Message Batch carries no metadata and no input file
+    # "100,000 Message requests or 256 MB in size, whichever is reached first"; the bytes are checked
+    # again on the Messages form (upload), which differs from the JSONL the endpoint measures.
+    limits = ANTHROPIC_LIMITS
 
     def __init__(self, session: aiohttp.ClientSession, api_base: str | None, api_key: str) -> None:
         self._session = session
@@ -226,14 +248,14 @@ class AnthropicBatchClient:
             "anthropic-version": API_VERSION,
             "content-type": "application/json",
         }
-        self._inputs: dict[str, list[dict[str, Any]]] = {}
+        self._inputs: dict[str, bytes] = {}
 
     async def _read(self, method: str, path: str, **kwargs: Any) -> bytes:
         url = self._root + "/v1/messages/batches" + path
         async with self._session.request(method, url, headers=self._headers, **kwargs) as resp:
             raw = await resp.read()
             if resp.status >= 300:
-                raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
+                raise HttpStatusError(resp.status, resp.headers, error_detail(raw), error_code(raw))
             return raw
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -241,24 +263,39 @@ class AnthropicBatchClient:
 
     async def upload(self, data: bytes) -> str:
         file_id = "inline-" + hashlib.sha256(data).hexdigest()[:32]
-        self._inputs[file_id] = batch_requests(data)
+        body = orjson.dumps({"requests": batch_requests(data)})
+        if len(body) > self.limits.max_bytes:
+            raise BatchTooLarge(f"a Message Batch of {len(body)} bytes: Anthropic takes up to 256 MB")
+        self._inputs[file_id] = body
         return file_id
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> BatchInfo:
         """`metadata` has nowhere to go: a Message Batch carries none."""
-        requests = self._inputs.pop(input_file_id, None)
-        if requests is None:
+        raw = self._inputs.pop(input_file_id, None)
+        if raw is None:
             raise ValueError(f"{input_file_id}: no requests uploaded under this id in this process")
         # A file-like body: aiohttp warns (and a test run fails) on a raw body above 1 MB.
-        body = io.BytesIO(orjson.dumps({"requests": requests}))
-        return message_batch_info(await self._json("POST", "", data=body), input_file_id)
+        body = io.BytesIO(raw)
+        try:
+            created = await self._json("POST", "", data=body)
+        except HttpStatusError as exc:
+            if exc.status_code == 413:  # request_too_large: Anthropic measured it over 256 MB
+                raise BatchTooLarge(f"a Message Batch of {len(raw)} bytes: {exc.message}") from exc
+            raise
+        return message_batch_info(created, input_file_id)
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
         return message_batch_info(await self._json("GET", f"/{batch_id}"))
 
-    async def listing(self) -> list[BatchInfo]:
-        body = await self._json("GET", "", params={"limit": "100"})
-        return listed(body, "message batch list", message_batch_info)
+    async def listing(self, since: float | None = None) -> list[BatchInfo]:
+        async def page(after: str | None) -> Page:
+            # 1000: the most a page holds (Anthropic's limit ranges 1-1000); `after_id` the older page.
+            params = {"limit": "1000"} | ({"after_id": after} if after else {})
+            return cursor_page(
+                await self._json("GET", "", params=params), "message batch list", message_batch_info
+            )
+
+        return await list_back(page, since)
 
     async def content(self, file_id: str) -> bytes:
         raw = await self._read("GET", f"/{file_id}/results")

@@ -6,7 +6,8 @@ are providers/batch/endpoint.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import io
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -14,7 +15,7 @@ import orjson
 
 from ifsweep.providers.pricing import import_litellm
 from ifsweep.providers.send.fast import error_detail
-from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse
+from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse, error_code
 
 if TYPE_CHECKING:  # loaded with the first send: a resume that sends nothing need not import aiohttp
     import aiohttp
@@ -38,6 +39,9 @@ class BatchInfo:
     metadata: Mapping[str, Any]
     errors: str  # why the whole batch failed, when it did
     created_at: float | None = None  # the provider's clock, seconds since the epoch
+    error_codes: tuple[str, ...] = ()  # the codes of `errors` (`token_limit_exceeded`, ...)
+    # The provider says its results can no longer be read (Anthropic's `archived_at`).
+    results_gone: bool = False
 
     @property
     def over(self) -> bool:
@@ -71,15 +75,72 @@ def maybe_created_for(
     return min(candidates, key=lambda i: i.created_at or 0.0, default=None)
 
 
+@dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """What one batch may hold at a provider: requests, and bytes of its input."""
+
+    max_requests: int
+    max_bytes: int
+
+
+# "up to 50,000 requests, and can be up to 200 MB in size" (OpenAI's CreateBatchRequest).
+OPENAI_LIMITS = BatchLimits(50_000, 200_000_000)
+
+
+class BatchTooLarge(ValueError):
+    """The client's own form of a batch is over the provider's size limit: send it in smaller batches."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a batch list, newest first, and the cursor of the next (older) one, if any."""
+
+    batches: list[BatchInfo]
+    next_cursor: str | None
+
+
+async def list_back(fetch: Callable[[str | None], Awaitable[Page]], since: float | None) -> list[BatchInfo]:
+    """Every batch of the list, page by page from the newest, until a page reaches batches created
+    before `since` less the clock skew (older pages cannot hold what was created since), or the end.
+    `fetch(cursor)` reads one page (cursor None: the first)."""
+    out: list[BatchInfo] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = await fetch(cursor)
+        out.extend(page.batches)
+        oldest = min((b.created_at for b in page.batches if b.created_at is not None), default=None)
+        if page.next_cursor is None or not page.batches:
+            return out
+        if since is not None and oldest is not None and oldest < since - CLOCK_SKEW_S:
+            return out
+        if page.next_cursor in seen:  # a list that does not move on would be read for ever
+            raise MalformedResponse(f"batch list repeats its cursor {page.next_cursor!r}")
+        seen.add(page.next_cursor)
+        cursor = page.next_cursor
+
+
+def cursor_page(body: Any, what: str, info: Callable[[Any], BatchInfo]) -> Page:
+    """A `{"data": [...], "has_more", "last_id"}` list reply as a Page (the next cursor: `last_id`, else
+    the last batch's id, while `has_more`)."""
+    batches = listed(body, what, info)
+    more = body.get("has_more") is True
+    last = body.get("last_id")
+    cursor = last if isinstance(last, str) and last else (batches[-1].id if batches else None)
+    return Page(batches, cursor if more else None)
+
+
 class BatchClient(Protocol):
     # Whether a listed batch names its input file or metadata (`created_for` finds it exactly); when not,
     # a batch whose create answer was lost is found by `maybe_created_for`.
     names_batches: bool
+    limits: BatchLimits  # the provider's own, split by whatever max_requests says
 
     async def upload(self, data: bytes) -> str: ...
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> BatchInfo: ...
     async def retrieve(self, batch_id: str) -> BatchInfo: ...
-    async def listing(self) -> list[BatchInfo]: ...
+    # The provider's batches, newest first, back to those created before `since` (None: all of them).
+    async def listing(self, since: float | None = None) -> list[BatchInfo]: ...
     async def content(self, file_id: str) -> bytes: ...
     async def cancel(self, batch_id: str) -> BatchInfo: ...
 
@@ -96,10 +157,9 @@ def batch_info(obj: Any) -> BatchInfo:
     errors = body.get("errors") or {}
     if not isinstance(errors, dict):
         errors = _as_dict(errors)
-    data = errors.get("data") or []
-    reasons = "; ".join(
-        str((e if isinstance(e, dict) else _as_dict(e)).get("message") or e) for e in data if e is not None
-    )
+    data = [e if isinstance(e, dict) else _as_dict(e) for e in errors.get("data") or [] if e is not None]
+    reasons = "; ".join(str(e.get("message") or e) for e in data)
+    codes = tuple(str(e["code"]) for e in data if e.get("code"))
     metadata = body.get("metadata")
     return BatchInfo(
         id=batch_id,
@@ -113,6 +173,7 @@ def batch_info(obj: Any) -> BatchInfo:
         metadata=metadata if isinstance(metadata, dict) else {},
         errors=reasons,
         created_at=float(created) if isinstance(created := body.get("created_at"), int | float) else None,
+        error_codes=codes,
     )
 
 
@@ -136,6 +197,7 @@ class OpenAIBatchClient:
     """POST /files, POST /batches, GET /batches[/{id}], GET /files/{id}/content, POST /batches/{id}/cancel."""
 
     names_batches = True
+    limits = OPENAI_LIMITS
 
     def __init__(self, session: aiohttp.ClientSession, api_base: str, api_key: str) -> None:
         self._session = session
@@ -146,7 +208,7 @@ class OpenAIBatchClient:
         async with self._session.request(method, self._base + path, headers=self._headers, **kwargs) as resp:
             raw = await resp.read()
             if resp.status >= 300:
-                raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
+                raise HttpStatusError(resp.status, resp.headers, error_detail(raw), error_code(raw))
         return json_body(raw, path)
 
     async def upload(self, data: bytes) -> str:
@@ -154,7 +216,10 @@ class OpenAIBatchClient:
 
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
-        form.add_field("file", data, filename="requests.jsonl", content_type="application/jsonl")
+        # A file-like part, not raw bytes: aiohttp warns (ResourceWarning) on a raw part over 1 MiB, and
+        # where warnings are errors (pytest's filterwarnings, `python -W error`) that warning failed the
+        # upload ("Can not serialize value type: <class 'bytes'>") and every request of the batch.
+        form.add_field("file", io.BytesIO(data), filename="requests.jsonl", content_type="application/jsonl")
         body = await self._json("POST", "/files", data=form)
         file_id = body.get("id") if isinstance(body, dict) else None
         if not isinstance(file_id, str):
@@ -173,14 +238,19 @@ class OpenAIBatchClient:
     async def retrieve(self, batch_id: str) -> BatchInfo:
         return batch_info(await self._json("GET", f"/batches/{batch_id}"))
 
-    async def listing(self) -> list[BatchInfo]:
-        return listed(await self._json("GET", "/batches", params={"limit": "100"}), "batch list", batch_info)
+    async def listing(self, since: float | None = None) -> list[BatchInfo]:
+        async def page(after: str | None) -> Page:
+            # 100: the most a page holds (OpenAI's limit ranges 1-100, default 20).
+            params = {"limit": "100"} | ({"after": after} if after else {})
+            return cursor_page(await self._json("GET", "/batches", params=params), "batch list", batch_info)
+
+        return await list_back(page, since)
 
     async def content(self, file_id: str) -> bytes:
         async with self._session.get(f"{self._base}/files/{file_id}/content", headers=self._headers) as resp:
             raw = await resp.read()
             if resp.status >= 300:
-                raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
+                raise HttpStatusError(resp.status, resp.headers, error_detail(raw), error_code(raw))
             return raw
 
     async def cancel(self, batch_id: str) -> BatchInfo:
@@ -192,6 +262,7 @@ class LiteLLMBatchClient:
     afile_content / acancel_batch, for `custom_llm_provider` (anthropic, vertex_ai, openai, ...)."""
 
     names_batches = True
+    limits = OPENAI_LIMITS  # the openai provider's (the only one tested on this route)
 
     def __init__(self, provider: str, api_base: str | None, api_key: str | None) -> None:
         self._litellm = import_litellm()
@@ -222,12 +293,18 @@ class LiteLLMBatchClient:
         return batch_info(b)
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return batch_info(await self._litellm.aretrieve_batch(batch_id=batch_id, **self._kwargs))
+        # LiteLLM's success hook downloads a completed batch's output file to price it, which the
+        # endpoint downloads anyway: this flag turns that hook off, so each file is fetched once.
+        quiet = {"litellm_metadata": {"batch_ignore_default_logging": True}}
+        return batch_info(await self._litellm.aretrieve_batch(batch_id=batch_id, **self._kwargs, **quiet))
 
-    async def listing(self) -> list[BatchInfo]:
-        page = await self._litellm.alist_batches(limit=100, **self._kwargs)
-        data = page.get("data") if isinstance(page, dict) else getattr(page, "data", None)
-        return [batch_info(b) for b in (data or [])]
+    async def listing(self, since: float | None = None) -> list[BatchInfo]:
+        async def page(after: str | None) -> Page:
+            reply = await self._litellm.alist_batches(limit=100, after=after, **self._kwargs)
+            body = reply if isinstance(reply, dict) else _as_dict(reply)
+            return cursor_page(body, "batch list", batch_info)
+
+        return await list_back(page, since)
 
     async def content(self, file_id: str) -> bytes:
         resp = await self._litellm.afile_content(file_id=file_id, **self._kwargs)
@@ -261,4 +338,14 @@ def _int(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
 
 
-__all__ = ["TERMINAL", "BatchClient", "BatchInfo", "LiteLLMBatchClient", "OpenAIBatchClient", "batch_info"]
+__all__ = [
+    "OPENAI_LIMITS",
+    "TERMINAL",
+    "BatchClient",
+    "BatchInfo",
+    "BatchLimits",
+    "BatchTooLarge",
+    "LiteLLMBatchClient",
+    "OpenAIBatchClient",
+    "batch_info",
+]

@@ -17,7 +17,8 @@ moved to a later batch), and is not polled again.
 Failures: a failed, expired or cancelled batch, and a request answered 429 / 5xx / "batch_expired",
 sends its requests again in a later batch, each up to `max_retries` times in one run (a batch found
 open at start counts as this run's first); other request errors come back as error Completions, like
-the interactive path's.
+the interactive path's. An answer that the account is out of credit (retry.out_of_quota) ends the
+endpoint's submissions for the run: later calls end `quota` at once.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ import anyio
 import anyio.abc
 import orjson
 
-from ifsweep.providers.batch.clients import BatchClient, BatchInfo, created_for, maybe_created_for
+from ifsweep.providers.batch.clients import (
+    BatchClient,
+    BatchInfo,
+    BatchTooLarge,
+    created_for,
+    maybe_created_for,
+)
 from ifsweep.providers.budget import Budget, Reservation
 from ifsweep.providers.pricing import estimate_tokens
 from ifsweep.providers.records import (
@@ -45,8 +52,16 @@ from ifsweep.providers.records import (
     ErrorKind,
     Price,
 )
-from ifsweep.providers.send.fast import Reply, parse_chat_body, reply_status
-from ifsweep.providers.send.retry import HttpStatusError, classify
+from ifsweep.providers.send.fast import Reply, clip, parse_chat_body, reply_status
+from ifsweep.providers.send.params import sent_params
+from ifsweep.providers.send.retry import (
+    HttpStatusError,
+    RetryDecision,
+    classify,
+    error_code,
+    out_of_quota,
+    quota_advice,
+)
 
 # What every record of a batch repeats (see BatchEndpoint._record).
 _CARRIED = ("custom_ids", "input_file_id", "batch_id", "reserved_usd", "line_worst_usd", "submitted_at")
@@ -56,6 +71,11 @@ _OP_ATTEMPTS = 5
 _RETRY_KINDS: frozenset[ErrorKind] = frozenset({"rate_limit", "server", "timeout", "connection", "malformed"})
 # Request-level error codes in an error file that mean "not done, send again".
 _AGAIN_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_failed", "rate_limit_exceeded"})
+# A finished batch whose output or error file answers 404 is read again at this many polls (a file can
+# be missing for a moment after the batch ends) before its results are taken for gone.
+_GONE_POLLS = 3
+# OpenAI's organisation queue is full: the batch failed before anything ran (openai-python#2084).
+_QUEUE_FULL = "token_limit_exceeded"
 
 
 def merge_batches(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -109,7 +129,8 @@ class BatchProgress:
     running: int
     done: int
     requests_waiting: int  # collected, not yet submitted
-    eta_s: float | None  # until the last running batch ends, from its own request counts
+    eta_s: float | None  # until the last running batch ends (_eta)
+    results_gone: int = 0  # requests whose batch ended but whose results were gone (error results_gone)
 
 
 @dataclass(slots=True)
@@ -136,6 +157,8 @@ class _Open:
     due: float  # monotonic
     facts: Mapping[str, Any] = field(default_factory=dict)  # what its journal records repeat
     info: BatchInfo | None = None
+    cancel_asked: bool = False  # `ifsweep batches --cancel` cancelled it (the journal says so)
+    missing_reads: int = 0  # polls at which one of its files answered 404
 
 
 @dataclass(slots=True)
@@ -167,8 +190,7 @@ class BatchEndpoint:
         self.spec = spec
         self.policy = policy
         self.path = path
-        # No warm-then-fan-out (runner/engine/warmup.py): a batch's calls go together whatever the order.
-        self.caches_prefixes = False
+        self.caches_prefixes = False  # no warm-then-fan-out: a batch's calls go together in any order
         self._model = model
         self._make_client = client
         self._client: BatchClient | None = None
@@ -179,10 +201,8 @@ class BatchEndpoint:
         self._stats = stats
         self._redact = redact
         self._scrub = scrub
-        params = spec.params
-        max_out = params.get("max_tokens", params.get("max_completion_tokens"))
-        self._max_out = max_out if isinstance(max_out, int) else 4096
-        self._params = dict(params)
+        self._max_out = _max_out(spec.params)
+        self._params = sent_params(spec)  # what the model takes, as on the interactive routes
         self._queue: list[_Call] = []
         self._waiting: dict[str, _Call] = {}  # submitted, by key
         self._calls: dict[str, _Call] = {}  # queued or submitted this run, by key
@@ -204,6 +224,12 @@ class BatchEndpoint:
         self._loaded = anyio.Event()
         self._submitted = 0
         self._done = 0
+        self._gone = 0  # requests whose results were gone at the provider
+        self._durations: list[float] = []  # seconds from submission to the end, of batches ended this run
+        self._queue_full = False  # the enqueued-token limit refused a batch (_queue_was_full)
+        self._queue_cap: int | None = None  # then: at most this many requests a batch
+        # Set by the first out-of-credit answer (retry.out_of_quota): no batch is submitted after it.
+        self._out_of_quota: str | None = None
         self.running_driver = False
 
     # ------------------------------------------------------------------------------------ interface
@@ -219,7 +245,7 @@ class BatchEndpoint:
 
     def progress(self) -> BatchProgress:
         now = time.time()
-        etas = [_eta(b, now) for b in self._open.values()]
+        etas = [_eta(b, now, self._durations) for b in self._open.values()]
         known = [e for e in etas if e is not None]
         return BatchProgress(
             label=self.spec.label,
@@ -228,6 +254,7 @@ class BatchEndpoint:
             done=self._done,
             requests_waiting=len(self._queue),
             eta_s=max(known) if known and len(known) == len(etas) else None,
+            results_gone=self._gone,
         )
 
     def open_batches(self) -> list[str]:
@@ -265,6 +292,10 @@ class BatchEndpoint:
             await leader.waiter.wait()
             if leader.result is not None:
                 return dataclasses.replace(leader.result, cost_usd=0.0)
+        if (
+            self._out_of_quota is not None
+        ):  # nothing more goes to this endpoint: an error a resume sends again
+            return self._error("quota", self._out_of_quota, 0.0)
         worst = self._worst(messages)
         reservation = await self._budget.reserve_when_settled([self.spec.label], worst)
         call = self._calls[key] = _Call(key, body, worst, reservation)
@@ -382,7 +413,7 @@ class BatchEndpoint:
             if all(self._settled(k, intent) for k in keys):
                 self._journal.append(self._record(intent, "closed", rec, batch_id=batch_id))
                 continue
-            self._track(intent, batch_id, rec)
+            self._track(intent, batch_id, rec, cancel_asked=rec.get("state") == "cancelled")
             self._submitted += 1
             self._resume(intent, rec, keys)
         self._journal.sync()
@@ -410,15 +441,17 @@ class BatchEndpoint:
         """The batch a create whose answer never came back made, if it made one: by its input file or
         metadata where the provider's batches carry them, else (Anthropic) perhaps by its size and time."""
         client = self.client()
-        listed: list[BatchInfo] = await self._op(lambda: client.listing())
+        since = float(facts.get("submitted_at") or 0.0)
+        listed: list[BatchInfo] = await self._op(lambda: client.listing(since))
         found = created_for(listed, intent, str(facts.get("input_file_id")))
         if found is not None or client.names_batches:
             return found
         known = {str(r["batch_id"]) for r in self._journal.batches() if r.get("batch_id")}
-        since = float(facts.get("submitted_at") or 0.0)
         return maybe_created_for(listed, len(facts.get("custom_ids") or ()), since, known)
 
-    def _track(self, intent: str, batch_id: str, facts: Mapping[str, Any]) -> None:
+    def _track(
+        self, intent: str, batch_id: str, facts: Mapping[str, Any], *, cancel_asked: bool = False
+    ) -> None:
         p = self.policy
         facts = {k: facts[k] for k in _CARRIED if k in facts} | {"batch_id": batch_id}
         self._open[intent] = _Open(
@@ -430,6 +463,7 @@ class BatchEndpoint:
             p.poll_s,
             time.monotonic() + p.poll_s,
             facts,
+            cancel_asked=cancel_asked,
         )
         self._wake_poll.set()
 
@@ -440,28 +474,63 @@ class BatchEndpoint:
                 self._wake_collect = anyio.Event()
                 await self._wake_collect.wait()
                 continue
-            oldest = min(c.queued_at for c in self._queue)
+            if self._queue_full and self._open:  # the provider's queue is full: wait for ours to end
+                self._wake_collect = anyio.Event()
+                await self._wake_collect.wait()
+                continue
+            self._queue_full = False
+            oldest = self._queue[0].queued_at  # appended as they come: the first waited longest
             left = oldest + p.max_age_s - time.monotonic()
-            if len(self._queue) < p.max_requests and left > 0:
+            most = min(p.max_requests, self._queue_cap or p.max_requests)
+            if len(self._queue) < most and left > 0 and self._out_of_quota is None:
                 self._wake_collect = anyio.Event()
                 with anyio.move_on_after(left):
                     await self._wake_collect.wait()
                 continue
-            take, self._queue = self._queue[: p.max_requests], self._queue[p.max_requests :]
+            take, self._queue = self._queue[:most], self._queue[most:]
             await self._submit([c for c in take if not c.cancelled])
 
     async def _submit(self, calls: list[_Call]) -> None:
+        """Submit `calls` in as many batches as the provider's own per-batch limits need (requests and
+        bytes), whatever max_requests says; a batch the client still finds too large goes in halves."""
         if not calls:
             return
-        lines = b"".join(
-            b'{"custom_id":' + orjson.dumps(c.key) + b',"method":"POST","url":"/v1/chat/completions",'
-            b'"body":' + c.body + b"}\n"
-            for c in calls
-        )
+        if self._out_of_quota is not None:  # out of credit: no new batch, each call ends so
+            for c in calls:
+                self._answer(c, self._error("quota", self._out_of_quota, 0.0))
+            return
+        try:
+            limits = self.client().limits
+        except Exception as exc:  # no client (a key missing, ...): the upload's error, for each call
+            decision = classify(exc)
+            for c in calls:
+                self._answer(c, self._error(decision.kind, f"batch upload failed: {exc}", 0.0))
+            return
+        for chunk in split_by_limits(
+            calls, lambda c: len(_jsonl_line(c)), limits.max_requests, limits.max_bytes
+        ):
+            try:
+                await self._submit_one(chunk)
+            except BatchTooLarge:
+                if len(chunk) == 1:
+                    for c in chunk:
+                        self._answer(
+                            c, self._error("bad_request", "request over the provider's batch size limit", 0.0)
+                        )
+                    continue
+                half = len(chunk) // 2
+                await self._submit(chunk[:half])
+                await self._submit(chunk[half:])
+
+    async def _submit_one(self, calls: list[_Call]) -> None:
+        lines = b"".join(_jsonl_line(c) for c in calls)
         keys = tuple(c.key for c in calls)
         try:
             file_id = await self._op(lambda: self.client().upload(lines))
         except _OpFailed as failed:
+            if isinstance(failed.__cause__, BatchTooLarge):
+                raise failed.__cause__ from None
+            self._stop_if_out_of_quota(failed.kind, failed.message)
             for c in calls:
                 self._answer(c, self._error(failed.kind, f"batch upload failed: {failed.message}", 0.0))
             return
@@ -481,12 +550,18 @@ class BatchEndpoint:
         try:
             info = await self._op(lambda: self.client().create(file_id, {"ifsweep_intent": intent}))
         except _OpFailed as failed:
-            # Perhaps created after all (the answer was lost): look before giving up on it.
-            found = await self._maybe(lambda: self._find_created(intent, base))
+            too_large = failed.__cause__ if isinstance(failed.__cause__, BatchTooLarge) else None
+            # Perhaps created after all (the answer was lost): look before giving up on it. A batch the
+            # provider measured over its size limit (413) was not.
+            found = None if too_large else await self._maybe(lambda: self._find_created(intent, base))
             if found is None:
-                self._journal.append(self._record(intent, "closed", base, reason=failed.message))
+                self._never_created(intent, base, calls, failed.message)
+                if too_large is not None:
+                    for c in calls:
+                        self._tries[c.key] -= 1  # never in a batch: the halves are their first
+                    raise too_large from None  # _submit sends it in halves
+                self._stop_if_out_of_quota(failed.kind, failed.message)
                 for c in calls:
-                    self._waiting.pop(c.key, None)
                     self._answer(c, self._error(failed.kind, f"batch create failed: {failed.message}", 0.0))
                 return
             info = found
@@ -494,6 +569,12 @@ class BatchEndpoint:
         self._journal.sync()
         self._submitted += 1
         self._track(intent, info.id, base | {"reserved_usd": reserved})
+
+    def _never_created(self, intent: str, base: Mapping[str, Any], calls: list[_Call], why: str) -> None:
+        """The create of `intent`'s batch failed and it does not exist: closed, its calls in no batch."""
+        self._journal.append(self._record(intent, "closed", base, reason=why))
+        for c in calls:
+            self._waiting.pop(c.key, None)
 
     async def _poll(self) -> None:
         while True:
@@ -531,58 +612,141 @@ class BatchEndpoint:
 
     async def _finish(self, b: _Open, info: BatchInfo) -> None:
         """Read the output and error files of a batch that is over and answer every key it holds."""
-        results: dict[str, Completion | _Failure] = {}
-        for file_id in (info.output_file_id, info.error_file_id):
-            if file_id is None:
-                continue
-            try:
-                raw = await self._op(lambda f=file_id: self.client().content(f))  # type: ignore[misc]
-            except _OpFailed:
-                b.due = time.monotonic() + b.interval  # try the whole batch again later
-                return
-            for line in raw.splitlines():
-                if line.strip():
-                    key, result = self._read_line(line, b)
-                    if key is not None:
-                        results[key] = result
+        read = await self._read_results(b, info)
+        if read is None:
+            b.due = time.monotonic() + b.interval  # try the whole batch again later
+            return
+        results, gone = read
         del self._open[b.intent]
         self._ended[b.intent] = b
         self._done += 1
+        self._durations.append(max(0.0, time.time() - b.submitted_at))
         self._journal.append(
             self._record(
                 b.intent, "ended", {"custom_ids": list(b.keys)}, batch_id=b.batch_id, status=info.status
             )
         )
-        why = f"batch {b.batch_id} {info.status}" + (f": {info.errors}" if info.errors else "")
-        for key in b.keys:
-            if self._latest.get(key) != b.intent:
-                continue  # moved on to a later batch
-            result = results.get(key) or _Failure("server", f"{why}; no result for this request", True)
-            call = self._waiting.pop(key, None)
-            if call is None:
-                continue
-            if isinstance(result, _Failure):
-                if result.again and self._tries.get(key, 0) <= self.policy.max_retries:
-                    if call.resumed:  # nobody's request yet: whoever asks sends it again
-                        call.waiter.set()
-                    elif not call.cancelled:
-                        call.queued_at = time.monotonic()
-                        self._queue.append(call)
-                    else:  # its asker is gone: nothing was billed; whoever else waits asks for itself
-                        self._release(call, 0.0)
-                        if self._calls.get(key) is call:
-                            del self._calls[key]
-                        call.waiter.set()
-                    continue
-                result = self._error(result.kind, f"{why}: {result.message}", 0.0)
-            if result.status == "error":
-                self._errored.setdefault(b.intent, set()).add(key)
-            if call.resumed:
-                self._ready[key] = result  # for whoever asks for this key
-                call.waiter.set()
-            else:
-                self._answer(call, result)
+        if info.status == "failed" and _QUEUE_FULL in info.error_codes:
+            self._queue_was_full(b, info)
+        else:
+            why = f"batch {b.batch_id} {info.status}" + (f": {info.errors}" if info.errors else "")
+            unasked = info.status == "cancelled" and not b.cancel_asked
+            for key in b.keys:
+                if self._latest.get(key) == b.intent and (call := self._waiting.pop(key, None)) is not None:
+                    self._conclude(call, b, results.get(key), why, gone=gone, unasked=unasked)
         self._wake_collect.set()
+
+    async def _read_results(
+        self, b: _Open, info: BatchInfo
+    ) -> tuple[dict[str, Completion | _Failure], bool] | None:
+        """Each key's result from the batch's files, and whether its results are gone at the provider
+        (said so, or a file answered 404 at `_GONE_POLLS` polls); None: read again later."""
+        results: dict[str, Completion | _Failure] = {}
+        if info.results_gone:
+            return results, True
+        missing = False
+        for file_id in (info.output_file_id, info.error_file_id):
+            if file_id is None:
+                continue
+            try:
+                raw = await self._op(lambda f=file_id: self.client().content(f))  # type: ignore[misc]
+            except _OpFailed as failed:
+                if failed.kind != "not_found":
+                    return None
+                missing = True
+                continue
+            for line in raw.splitlines():
+                if line.strip():
+                    key, result = self._read_line(line, b)
+                    if key is not None:
+                        results[key] = result
+        if missing:
+            b.missing_reads += 1
+            if b.missing_reads < _GONE_POLLS:
+                return None
+        return results, missing
+
+    def _conclude(
+        self,
+        call: _Call,
+        b: _Open,
+        result: Completion | _Failure | None,
+        why: str,
+        *,
+        gone: bool,
+        unasked: bool,
+    ) -> None:
+        """Answer `call` from its batch's result: sent again in a later batch when worth it (not when
+        the batch was cancelled by someone else: a run never answers a cancel by resubmitting)."""
+        key = call.key
+        if result is None and gone:
+            # Run and billed, perhaps, but unreadable: charged its worst case (the only bound known);
+            # an error, so the next run sends it again.
+            self._gone += 1
+            message = f"{why}; its results are gone at the provider (expired, archived or deleted)"
+            result = self._error("results_gone", message, call.worst, worst_case_usd=call.worst)
+        elif result is None:
+            result = _Failure("server", f"{why}; no result for this request", True)
+        if isinstance(result, _Failure) and result.again and unasked:
+            result = _Failure(
+                "cancelled", "the batch was cancelled, not by this run: run again to send it", False
+            )
+        if isinstance(result, _Failure):
+            self._stop_if_out_of_quota(result.kind, result.message)
+            if result.again and self._tries.get(key, 0) <= self.policy.max_retries:
+                self._again(call)
+                return
+            result = self._error(result.kind, f"{why}: {result.message}", 0.0)
+        if result.status == "error":
+            self._errored.setdefault(b.intent, set()).add(key)
+        if call.resumed:
+            self._ready[key] = result  # for whoever asks for this key
+            call.waiter.set()
+        else:
+            self._answer(call, result)
+
+    def _stop_if_out_of_quota(self, kind: ErrorKind, detail: str) -> None:
+        """After an answer of `kind`: when it says the account is out of credit, the endpoint submits
+        no batch more this run (its open batches are still collected: they may have been billed)."""
+        if self._out_of_quota is None and out_of_quota(RetryDecision(False, kind)):
+            where = str(self._where.get("api_base") or self._where.get("provider") or self.spec.label)
+            self._out_of_quota = quota_advice(where, self.spec.model, self._scrub(detail))
+            self._wake_collect.set()  # what waits in the collector ends now, not at max_age_s
+
+    def _again(self, call: _Call) -> None:
+        """`call` goes in a later batch."""
+        if call.resumed:  # nobody's request yet: whoever asks sends it again
+            call.waiter.set()
+        elif not call.cancelled:
+            call.queued_at = time.monotonic()
+            self._queue.append(call)
+        else:  # its asker is gone: nothing was billed; whoever else waits asks for itself
+            self._release(call, 0.0)
+            if self._calls.get(call.key) is call:
+                del self._calls[call.key]
+            call.waiter.set()
+
+    def _queue_was_full(self, b: _Open, info: BatchInfo) -> None:
+        """OpenAI's enqueued-token limit refused batch `b` before anything ran: its requests wait for
+        this endpoint's open batches to end and go again, their retries untouched. With none open, the
+        batch alone is over the limit: the next go in halves, and a request alone over it is an error."""
+        self._queue_full = True
+        alone = not self._open
+        over = alone and len(b.keys) == 1
+        if alone and not over:
+            self._queue_cap = len(b.keys) // 2
+        for key in b.keys:
+            if self._latest.get(key) != b.intent or (call := self._waiting.pop(key, None)) is None:
+                continue
+            self._tries[key] = max(0, self._tries.get(key, 1) - 1)
+            if over:
+                message = f"batch {b.batch_id} failed: {info.errors} (this request alone is over the limit)"
+                self._errored.setdefault(b.intent, set()).add(key)
+                self._conclude(
+                    call, b, self._error("bad_request", message, 0.0), "", gone=False, unasked=False
+                )
+            else:
+                self._again(call)
 
     def _answer(self, call: _Call, result: Completion) -> None:
         if self._calls.get(call.key) is call:
@@ -630,8 +794,10 @@ class BatchEndpoint:
         body = response.get("body")
         if status != 200:
             http = status if isinstance(status, int) else 500
-            decision = classify(HttpStatusError(http, {}, str(body)[:300]))
-            message = f"HTTP {http}: {str(body)[:300]}"
+            # The provider's own name for the error (OpenAI's insufficient_quota) decides as on the fast path.
+            name = error_code(orjson.dumps(body)) if isinstance(body, dict) else None
+            decision = classify(HttpStatusError(http, {}, clip(str(body)), name))
+            message = f"HTTP {http}: {clip(str(body))}"
             return key, _Failure(decision.kind, message, decision.kind in _RETRY_KINDS)
         try:
             reply = parse_chat_body(orjson.dumps(body), {})
@@ -670,11 +836,14 @@ class BatchEndpoint:
             cache_saved_usd=saved,
         )
 
-    def _error(self, kind: ErrorKind, message: str, cost: float) -> Completion:
+    def _error(
+        self, kind: ErrorKind, message: str, cost: float, *, worst_case_usd: float = 0.0
+    ) -> Completion:
         return Completion(
             status="error",
             text=None,
             cost_usd=cost,
+            worst_case_usd=worst_case_usd,
             error_kind=kind,
             error_message=self._scrub(message),
             path=self.path,
@@ -705,7 +874,7 @@ class BatchEndpoint:
             except Exception as exc:
                 decision = classify(exc)
                 if not decision.retry or attempt == _OP_ATTEMPTS:
-                    raise _OpFailed(decision.kind, str(exc)[:300] or type(exc).__name__) from exc
+                    raise _OpFailed(decision.kind, clip(str(exc)) or type(exc).__name__) from exc
                 await anyio.sleep(max(decision.retry_after_s or 0.0, delay))
                 delay = min(delay * 2, self.policy.poll_max_s)
         raise AssertionError("unreachable")
@@ -724,6 +893,12 @@ class _OpFailed(Exception):
         self.message = message
 
 
+def _max_out(params: Mapping[str, Any]) -> int:
+    """The most output tokens a request of these params may be billed (what its worst case assumes)."""
+    max_out = params.get("max_tokens", params.get("max_completion_tokens"))
+    return max_out if isinstance(max_out, int) else 4096
+
+
 def _line_worst(rec: Mapping[str, Any], n: int) -> list[float]:
     """Each line's worst case of a batch's journal record: as written at submission, or (a journal
     older than that field) an equal share of the batch's reservation."""
@@ -733,14 +908,46 @@ def _line_worst(rec: Mapping[str, Any], n: int) -> list[float]:
     return [float(rec.get("reserved_usd") or 0.0) / max(1, n)] * n
 
 
-def _eta(b: _Open, now: float) -> float | None:
-    """Seconds until `b` ends, extrapolated from its own request counts (None before any is done)."""
+def _eta(b: _Open, now: float, durations: Sequence[float]) -> float | None:
+    """Seconds until `b` ends: extrapolated from its own request counts once some are done, else from
+    how long this endpoint's batches that ended took (Anthropic's counts stay zero until a batch has
+    ended); None when neither is known."""
     info = b.info
-    if info is None or info.total <= 0 or info.completed + info.failed <= 0:
-        return None
-    done = info.completed + info.failed
     elapsed = max(0.0, now - b.submitted_at)
-    return max(0.0, elapsed * (info.total - done) / done)
+    if info is not None and info.total > 0 and info.completed + info.failed > 0:
+        done = info.completed + info.failed
+        return max(0.0, elapsed * (info.total - done) / done)
+    if durations:
+        return max(0.0, sum(durations) / len(durations) - elapsed)
+    return None
+
+
+def _jsonl_line(c: _Call) -> bytes:
+    """The batch input file's line of `c` (custom_id = its key), as uploaded."""
+    return (
+        b'{"custom_id":' + orjson.dumps(c.key) + b',"method":"POST","url":"/v1/chat/completions",'
+        b'"body":' + c.body + b"}\n"
+    )
+
+
+def split_by_limits(
+    items: Sequence[Any], size: Callable[[Any], int], max_items: int, max_bytes: int
+) -> list[list[Any]]:
+    """`items` in order, in runs of at most `max_items` whose `size`s add up to at most `max_bytes` (an
+    item alone over it goes alone: the provider says what it makes of it)."""
+    chunks: list[list[Any]] = []
+    current: list[Any] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if current and (len(current) >= max_items or total + n > max_bytes):
+            chunks.append(current)
+            current, total = [], 0
+        current.append(item)
+        total += n
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 __all__ = [
@@ -750,4 +957,5 @@ __all__ = [
     "BatchProgress",
     "MemoryJournal",
     "merge_batches",
+    "split_by_limits",
 ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ifsweep.providers.records import CallStatus
-from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse
+from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse, error_code
 
 if TYPE_CHECKING:
     import aiohttp
@@ -130,12 +130,22 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def clip(text: str, limit: int = 300) -> str:
+    """`text` of at most `limit` characters: cut at the last space before the limit (a word is never
+    cut in two, unless one word alone is longer), and "…" says that more was said."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,.;:") + "…"
+
+
 def error_detail(raw: bytes) -> str:
     """The provider's own words from an error body, short."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return raw[:200].decode("utf-8", "replace")
+        return clip(raw[:400].decode("utf-8", "replace"), 200)
     if isinstance(body, dict):
         error = body.get("error", body)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -143,9 +153,9 @@ def error_detail(raw: bytes) -> str:
             sizes = "".join(
                 f", {k}={error[k]}" for k in ("n_prompt_tokens", "n_ctx") if isinstance(error.get(k), int)
             )
-            return str(error["message"])[:300] + (f" ({sizes[2:]})" if sizes else "")
-        return str(error)[:300]
-    return str(body)[:300]
+            return clip(str(error["message"])) + (f" ({sizes[2:]})" if sizes else "")
+        return clip(str(error))
+    return clip(str(body))
 
 
 class FastSender:
@@ -173,5 +183,5 @@ class FastSender:
         async with self._session().post(self._url, data=body, headers=headers) as resp:
             raw = await resp.read()
             if resp.status >= 300:
-                raise HttpStatusError(resp.status, resp.headers, error_detail(raw))
+                raise HttpStatusError(resp.status, resp.headers, error_detail(raw), error_code(raw))
             return parse_chat_body(raw, resp.headers)

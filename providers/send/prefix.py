@@ -96,7 +96,10 @@ def with_breakpoints(
                 {"type": "text", "text": content[start:cut], "cache_control": {"type": "ephemeral"}}
             )
             start = cut
-        if content[start:]:
-            blocks.append({"type": "text", "text": content[start:]})
+        rest = content[start:]
+        if rest.strip():
+            blocks.append({"type": "text", "text": rest})
+        elif rest:  # Anthropic refuses a block of whitespace alone: it joins the marked one before
+            blocks[-1]["text"] += rest
         out[idx]["content"] = blocks
     return out

@@ -11,6 +11,7 @@ import asyncio
 import email.utils
 import random
 import re
+import socket
 import sys
 import time
 from collections.abc import Mapping
@@ -49,19 +50,73 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RetryDecision:
+    """`sent`: whether the request may have reached the provider. False only for a failure known to
+    come before its bytes were written (connect refused, DNS, TLS handshake, connect timeout): such an
+    attempt cannot have been billed."""
+
     retry: bool
     kind: ErrorKind
     retry_after_s: float | None = None
+    sent: bool = True
 
 
 class HttpStatusError(Exception):
-    """A non-2xx answer on the fast path; carries what `classify` needs."""
+    """A non-2xx answer on the fast path; carries what `classify` needs: the status, the headers and
+    the provider's own name for the error (`error.code`, else `error.type`, of its body)."""
 
-    def __init__(self, status_code: int, headers: Mapping[str, str], message: str) -> None:
+    def __init__(
+        self, status_code: int, headers: Mapping[str, str], message: str, code: str | None = None
+    ) -> None:
         super().__init__(f"HTTP {status_code}: {message}")
         self.status_code = status_code
         self.headers = headers
         self.message = message
+        self.code = code
+
+
+# OpenAI's 429s that no wait fixes: the account has no credit, or its spend limit is reached
+# (error.code or error.type; openai-python's RateLimitError carries them the same way).
+QUOTA_CODES = frozenset({"insufficient_quota", "credit_balance_exhausted", "billing_hard_limit_reached"})
+
+
+# Anthropic's answer to an account without credit: a 400 `invalid_request_error` whose only mark, under
+# the anthropic-version ifsweep pins (2023-06-01), is its message: "Your credit balance is too low to
+# access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."
+_NO_CREDIT = re.compile(r"(?i)credit balance is too low")
+
+
+def out_of_quota(decision: RetryDecision) -> bool:
+    """Whether an answer says the endpoint's account is out of credit: no wait fixes it, so the endpoint
+    sends nothing more this run. The one test of it, for the interactive pool and batch mode alike."""
+    return decision.kind == "quota"
+
+
+def quota_advice(where: str, model: str, detail: str) -> str:
+    """What a call of an endpoint out of credit ends with (every route's words)."""
+    return (
+        f"{where} answered that the account behind {model} has no credit left or is over its spend "
+        f"limit: add credit (or raise the limit), then run again; no more calls go to this endpoint in "
+        f"this run ({detail})"
+    )
+
+
+def is_quota(code: object) -> bool:
+    return isinstance(code, str) and (code in QUOTA_CODES or code.endswith("_spend_limit_exceeded"))
+
+
+def error_code(raw: bytes) -> str | None:
+    """`error.code` (else `error.type`) of an OpenAI-shaped error body; None when it has neither."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    for name in ("code", "type"):
+        if isinstance(error.get(name), str):
+            return str(error[name])
+    return None
 
 
 class MalformedResponse(Exception):
@@ -81,6 +136,12 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
     """Decide whether a failed attempt is retried, what kind of failure it is, and any server-given wait."""
     if isinstance(error_or_status, int):
         return _classify_status(error_or_status, headers or {})
+    if getattr(error_or_status, "status_code", None) == 429 and any(
+        is_quota(c) for c in _codes(error_or_status)
+    ):
+        return RetryDecision(False, "quota")
+    if _status_of(error_or_status) == 400 and _NO_CREDIT.search(str(error_or_status)):
+        return RetryDecision(False, "quota")  # Anthropic's: no wait fixes it either
     err = error_or_status
     # Order matters: LiteLLM's Timeout and APIConnectionError also carry a status_code (408 / 500), and
     # LiteLLM reports a body that is not JSON or a dropped connection as a 500 InternalServerError whose
@@ -91,28 +152,77 @@ def classify(error_or_status: int | BaseException, headers: Mapping[str, str] | 
             break
         transport = _transport_kind(link)
         if transport is not None:
-            return RetryDecision(True, transport)
+            return RetryDecision(True, transport, sent=not never_sent(err))
         link = link.__cause__ or link.__context__
     if _MISSING_KEY.search(str(err)):
         # litellm reports a missing key as a 500 before sending anything: a config fault, not the server's.
         return RetryDecision(False, "auth")
-    status = getattr(err, "status_code", None)
-    if not isinstance(status, int):
-        status = getattr(err, "status", None)  # aiohttp.ClientResponseError
+    status = _status_of(err)
     if isinstance(status, int):
         if 400 <= status < 500 and status not in (401, 403, 404, 408, 429) and overflow_in(str(err)):
             return RetryDecision(False, "context_length")  # the same prompt would overflow again
         return _classify_status(status, _headers_of(err) if headers is None else headers)
     if isinstance(err, (OSError, *_aiohttp_errors("ClientError"))):
-        return RetryDecision(True, "connection")
+        return RetryDecision(True, "connection", sent=not never_sent(err))
     return RetryDecision(False, "other")
+
+
+# Raised only while a connection is being made, before any byte of a request is written. httpx's own
+# ConnectError is not among them: LiteLLM's aiohttp transport raises it for a reset after the request
+# was sent too; the transport's error beneath it (aiohttp's or httpcore's) says which it was.
+_CONNECTING_NAMES = frozenset({("httpcore", "ConnectError"), ("httpcore", "ConnectTimeout")})
+
+
+def never_sent(err: BaseException) -> bool:
+    """Whether `err`, or an error down its cause chain, says the connection was never made: refused,
+    a name that does not resolve, a TLS handshake or a connect that failed (aiohttp's
+    ClientConnectorError covers the last three, its ConnectionTimeoutError a connect's timeout)."""
+    connecting: tuple[type[BaseException], ...] = (
+        ConnectionRefusedError,
+        socket.gaierror,
+        *_aiohttp_errors("ClientConnectorError", "ConnectionTimeoutError"),
+    )
+    link: BaseException | None = err
+    for _ in range(_MAX_CHAIN):
+        if link is None:
+            return False
+        where = (type(link).__module__.partition(".")[0], type(link).__name__)
+        if isinstance(link, connecting) or where in _CONNECTING_NAMES:
+            return True
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def _codes(err: BaseException) -> list[object]:
+    """The provider's names for an error: ours (HttpStatusError.code), openai's (`code`, `type`, and
+    `body`'s), LiteLLM's (which wraps openai's as __cause__ or keeps its `body`)."""
+    out: list[object] = []
+    link: BaseException | None = err
+    for _ in range(_MAX_CHAIN):
+        if link is None:
+            break
+        out += [getattr(link, "code", None), getattr(link, "type", None)]
+        body = getattr(link, "body", None)
+        inner = body.get("error", body) if isinstance(body, dict) else None
+        if isinstance(inner, dict):
+            out += [inner.get("code"), inner.get("type")]
+        link = link.__cause__ or link.__context__
+    return out
+
+
+def _status_of(err: BaseException) -> object:
+    status = getattr(err, "status_code", None)
+    return status if isinstance(status, int) else getattr(err, "status", None)  # aiohttp.ClientResponseError
 
 
 def _aiohttp_errors(*names: str) -> tuple[type[BaseException], ...]:
     """aiohttp's exception classes, when aiohttp is loaded: if it is not, none of its errors can exist
-    (aiohttp costs about 0.15 s to import, which a run that sends nothing need not pay)."""
+    (aiohttp costs about 0.15 s to import, which a run that sends nothing need not pay). A name an
+    older aiohttp lacks is left out."""
     aiohttp = sys.modules.get("aiohttp")
-    return tuple(getattr(aiohttp, n) for n in names) if aiohttp is not None else ()
+    if aiohttp is None:
+        return ()
+    return tuple(found for n in names if (found := getattr(aiohttp, n, None)) is not None)
 
 
 def _transport_kind(err: BaseException) -> ErrorKind | None:

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ifsweep.runner.commands.rundir import compute, panel_of, require_run_dir
+from ifsweep.runner.commands.rundir import compute, planned_rows, read_run_dir
 from ifsweep.runner.commands.textwidth import cell
 from ifsweep.runner.errors import UsageError
 
 if TYPE_CHECKING:
     from ifsweep.metrics import Agreement
+    from ifsweep.runner.store.current import RunReading
 
 _NAMES = {
     "raw": "raw agreement",
@@ -30,19 +31,20 @@ def run_agreement(
     resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    reading: RunReading | None = None,
 ) -> Agreement:
     """The agreement of `judges` (default: the configured judges that have verdicts, or every judge
-    the run's rows carry when the config names fewer than two) on a run directory's verdicts."""
+    the run's rows carry when the config names fewer than two) on a run directory's verdicts of the
+    instances its plans select (the run's reading: `reading`, or read here)."""
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import load_verdict_rows
 
-    require_run_dir(run_dir)
-    rows = load_verdict_rows(run_dir)
+    reading = reading if reading is not None else read_run_dir(run_dir)
+    rows = planned_rows(reading).collect()
     named = [j for j in metrics.judges_in(rows) if j is not None]
     if judges is None:
-        configured = [j for j in panel_of(run_dir) if j in named]
+        configured = [j for j in reading.panel if j in named]
         chosen = configured if len(configured) > 1 else named
     else:
         unknown = [j for j in judges if j not in named]

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ifsweep.runner.commands.audit import add_audit_parser
+from ifsweep.runner.commands.gold_template import add_gold_parser
 from ifsweep.runner.errors import UsageError
 from ifsweep.runner.view.command import add_view_parser
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from ifsweep.runner.engine.scheduler import Work
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUDGET, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BROKEN_PIPE = 141  # what a shell reports for a command that SIGPIPE ended
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,7 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # a reader gone: raised here, not at exit where Python prints it
         return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("[ifsweep] interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -52,6 +58,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ifsweep: error: {e}", file=sys.stderr)
             return EXIT_USAGE
         raise
+
+
+def _reader_gone() -> int:
+    """`ifsweep status | head`: the reader closed the pipe. Quiet, as a Unix tool killed by SIGPIPE is
+    (exit 128 + 13), and stdout pointed at /dev/null so that the interpreter's own flush at exit has
+    nowhere to fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _is_user_error(e: Exception) -> bool:
@@ -103,6 +119,12 @@ def _sweep_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
         "--no-retry-errors", action="store_true", help="keep stored error records instead of retrying"
     )
     c.add_argument("--progress", choices=["auto", "rich", "plain", "off"], help="override run.progress")
+    c.add_argument(
+        "--max-usd",
+        type=_dollars,
+        metavar="X",
+        help="the sweep's budget cap for this run, in place of run.max_usd (recorded in the summary)",
+    )
     c.set_defaults(handler=_cmd_run)
 
     c = sub.add_parser(
@@ -125,6 +147,14 @@ def _reading_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
         help="whose verdicts: a judge's id, all (each apart), or majority (the panel's vote); "
         "default: the first configured judge",
     )
+    c.add_argument(
+        "--gold", type=Path, metavar="FILE", help="gold labels (JSONL, CSV, Parquet): the judge's audit"
+    )
+    c.add_argument(
+        "--correct",
+        metavar="ppi|rg",
+        help="headline metrics corrected for judge error with --gold: PPI++ per model, or Rogan-Gladen",
+    )
     c.set_defaults(handler=_cmd_report)
 
     c = sub.add_parser("agreement", help="how much a run's judges agree, and how the ranking moves")
@@ -134,6 +164,8 @@ def _reading_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
     c.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (0: no intervals)")
     c.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     c.set_defaults(handler=_cmd_agreement)
+    add_audit_parser(sub)  # ifsweep audit: runner/commands/audit.py
+    add_gold_parser(sub)  # ifsweep gold template: runner/commands/gold_template.py
 
     c = sub.add_parser("metrics", help="metrics of verdict-row files (JSONL or Parquet)")
     c.add_argument("rows", type=Path, nargs="+")
@@ -149,6 +181,7 @@ def _reading_commands(sub: _Commands[argparse.ArgumentParser]) -> None:
     c = sub.add_parser("batches", help="a run's open Batch API batches, with their status at the provider")
     c.add_argument("run_dir", type=Path)
     c.add_argument("--cancel", action="store_true", help="cancel them at the provider")
+    c.add_argument("--force", action="store_true", help="cancel even while a run writes the directory")
     c.set_defaults(handler=_cmd_batches)
 
     c = sub.add_parser("compact", help="write Parquet beside a run directory's shards")
@@ -202,7 +235,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ifsweep.runner.engine.sweep import check_ready, run_sweep
 
     partition = _partition(args.partition)
-    cfg = load_config(args.config)
+    cfg = _with_cap(load_config(args.config), args.max_usd)
     check_output_dir(cfg)
     work = _load_work(cfg)
     check_ready(cfg, work)
@@ -224,6 +257,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     _print_result(result, cfg.run.output_dir)
     return result.exit_code
+
+
+def _dollars(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of dollars: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a cap must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _with_cap(cfg: SweepConfig, max_usd: float | None) -> SweepConfig:
+    """`cfg` capped at `max_usd` for this run (`--max-usd`); the config's own cap stays what the manifest
+    records, so the next run without the flag resumes under it."""
+    if max_usd is None:
+        return cfg
+    import dataclasses
+
+    was = "no cap" if cfg.run.max_usd is None else f"${cfg.run.max_usd:g}"
+    print(f"[ifsweep] budget cap ${max_usd:g} for this run (--max-usd; config: {was})", file=sys.stderr)
+    return dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, max_usd_flag=max_usd))
 
 
 def _load_work(cfg: SweepConfig) -> Work:
@@ -279,13 +334,49 @@ def _print_result(result: object, run_dir: Path) -> None:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from ifsweep.runner.commands.planning import estimate, render_estimate
+    from ifsweep.runner.commands.planning import (
+        done_instances,
+        estimate,
+        render_estimate,
+        render_progress,
+        render_strata,
+    )
     from ifsweep.runner.config import load_config
 
     cfg = load_config(args.config, check_env=False)
     work = _load_work(cfg)
-    print(render_estimate(estimate(cfg, work)))
+    # A directory with results: what remains first, and what is done (issue 36).
+    done = done_instances(cfg.run.output_dir, [j.label for j in cfg.judges])
+    rows = estimate(cfg, work, done=done)
+    if done:
+        print(render_progress(rows, cfg.run.output_dir, work, done, len(cfg.models)))
+    print(render_estimate(rows))
+    print("\n" + render_strata(cfg, work))
     _print_window_warnings(cfg, work)
+    return _check_prices_as_run_would(cfg)
+
+
+def _check_prices_as_run_would(cfg: SweepConfig) -> int:
+    """What `run` will say of the prices, said by `plan` first: a model or judge without a price under
+    a cap is refused (exit 2, with the fix); without a cap it runs, uncounted (a note)."""
+    from ifsweep.providers.pricing import check_prices, resolve_price
+    from ifsweep.providers.records import UnknownPrice
+    from ifsweep.runner.engine.sweep import specs_of
+
+    specs = specs_of(cfg)
+    try:
+        check_prices(specs, sweep_cap=cfg.run.max_usd is not None)
+    except UnknownPrice as e:
+        print(f"ifsweep: error: `ifsweep run` will refuse this config: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = [f"{s.label} ({s.model})" for s in specs if resolve_price(s) is None]
+    if missing:
+        print(
+            f"[ifsweep] note: no price is known for {', '.join(missing)}: the totals leave it out and "
+            "`ifsweep run` cannot count what it spends (no cap applies); give it a price in the config, "
+            "e.g. price = { input_per_mtok = 0.15, output_per_mtok = 0.60 }",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -301,7 +392,15 @@ def _print_window_warnings(cfg: SweepConfig, work: Work) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     from ifsweep.runner.commands.reporting import report
 
-    text = report(args.run_dir, fmt=args.format, ci=args.ci, out=args.out, judge=args.judge)
+    text = report(
+        args.run_dir,
+        fmt=args.format,
+        ci=args.ci,
+        out=args.out,
+        judge=args.judge,
+        gold=args.gold,
+        correct=args.correct,
+    )
     if args.out is None:
         print(text)
     return EXIT_OK
@@ -340,7 +439,7 @@ def _cmd_batches(args: argparse.Namespace) -> int:
     if not (args.run_dir / "shards").is_dir():
         print(f"ifsweep batches: {args.run_dir} is not a run directory (no shards/)", file=sys.stderr)
         return 2
-    return anyio.run(show_batches, args.run_dir, args.cancel)
+    return anyio.run(show_batches, args.run_dir, args.cancel, args.force)
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
@@ -348,8 +447,13 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     from ifsweep.runner.store.compact import compact
 
     require_run_dir(args.run_dir)
-    result = compact(args.run_dir)
-    print(result)
+    r = compact(args.run_dir)
+    print(
+        f"[ifsweep] compacted {args.run_dir} into {r.directory}: {r.generations:,} answers, "
+        f"{r.judgments:,} judge calls, {r.verdicts:,} verdicts ({r.verdict_rows:,} verdict rows)"
+    )
+    for d in r.damaged:
+        print(f"[ifsweep] skipped a damaged shard line: {d}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -19,8 +19,9 @@ DEMO_MODELS = ("sim-alpha", "sim-beta", "sim-gamma")
 DEMO_PRICE = {"input_per_mtok": 0.15, "output_per_mtok": 0.60, "cached_input_per_mtok": 0.075}
 
 
-def demo_config(out: Path, api_base: str) -> dict[str, Any]:
-    """The sweep the demo runs, as the TOML tables a user would write."""
+def demo_config(out: Path, api_base: str, server_id: str) -> dict[str, Any]:
+    """The sweep the demo runs, as the TOML tables a user would write. `server_id` names the demo's own
+    simulator in the result keys, so a second demo, whose simulator listens on another port, resumes."""
     return {
         "run": {"output_dir": str(out.resolve()), "max_usd": 1.0, "concurrency": 32, "progress": "plain"},
         # Every registered benchmark that loads (a broken plugin leaves the demo to the others).
@@ -33,6 +34,7 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
                 "id": m,
                 "model": f"openai/{m}",
                 "api_base": api_base,
+                "server_id": server_id,
                 "params": {"temperature": 0, "max_tokens": 256},
                 "price": DEMO_PRICE,
                 "max_concurrency": 8,
@@ -43,6 +45,7 @@ def demo_config(out: Path, api_base: str) -> dict[str, Any]:
             "id": "sim-judge",
             "model": "openai/sim-judge",
             "api_base": api_base,
+            "server_id": server_id,
             "params": {"temperature": 0, "max_tokens": 256},
             "price": DEMO_PRICE,
             "max_concurrency": 16,
@@ -58,8 +61,11 @@ async def _demo(out: Path, process: OwnedProcess | None) -> int:
     from ifsweep.runner.store.compact import load_verdict_rows
     from ifsweep.simulator import SimConfig, Simulator
 
-    async with Simulator(SimConfig(latency_ms=15, jitter_ms=10, seed=7)) as sim:
-        cfg = parse_config(demo_config(out, sim.base_url), out / "demo.toml", check_env=False)
+    sim_config = SimConfig(latency_ms=15, jitter_ms=10, seed=7)
+    async with Simulator(sim_config) as sim:
+        cfg = parse_config(
+            demo_config(out, sim.base_url, sim_config.server_id), out / "demo.toml", check_env=False
+        )
         work = load_work(cfg)
         check_ready(cfg, work)
         print(f"[ifsweep demo] simulator at {sim.base_url}; run directory {out}", file=sys.stderr)

@@ -21,10 +21,11 @@ from ifsweep.exports import LIBRARY_NAMES
 from ifsweep.runner.commands.planning import Estimate as Estimate
 from ifsweep.runner.commands.planning import estimate
 from ifsweep.runner.commands.reporting import report as render_report
-from ifsweep.runner.commands.rundir import compute, require_run_dir
+from ifsweep.runner.commands.rundir import compute, planned_rows, read_run_dir, require_run_dir
 from ifsweep.runner.config import SweepConfig, check_output_dir, load_config, parse_config
 from ifsweep.runner.engine.sweep import SweepResult as SweepResult
 from ifsweep.runner.engine.sweep import check_ready, load_work, run_sweep
+from ifsweep.runner.errors import UsageError
 from ifsweep.runner.watch.status import status_table
 
 if TYPE_CHECKING:
@@ -150,12 +151,9 @@ def status(run_dir: str | os.PathLike[str]) -> list[StatusRow]:
 
 
 def verdicts(run_dir: str | os.PathLike[str]) -> pl.DataFrame:
-    """Every verdict row of a run directory: one per constraint, in `ifsweep.metrics.VERDICT_SCHEMA`."""
-    from ifsweep.runner.store.compact import load_verdict_rows  # Polars: only for the calls that read rows
-
-    path = Path(run_dir)
-    require_run_dir(path)
-    return load_verdict_rows(path)
+    """The current verdict rows of a run directory, of the instances its plans select (what `report`
+    scores): one per constraint, in `ifsweep.metrics.VERDICT_SCHEMA`."""
+    return planned_rows(read_run_dir(Path(run_dir))).collect()
 
 
 def scores(
@@ -163,34 +161,64 @@ def scores(
     *,
     ci: bool = False,
     judge: str | None = "all",
+    gold: str | os.PathLike[str] | None = None,
+    correct: str | None = None,
 ) -> pl.DataFrame:
     """Every benchmark's metrics: one row per (benchmark, model, judge, metric, slice) with value and n
-    (and with `ci`, 95% bootstrap bounds ci_low / ci_high). `source`: a run directory, verdict-row
+    (and with `ci`, 95% bootstrap bounds ci_low / ci_high; of a run directory also `planned` and
+    `done`, the instances its plan selects and those judged). `source`: a run directory, verdict-row
     files (JSONL or Parquet), or verdict rows in a frame. `judge`: "all" (each judge's figures apart,
     never pooled), a judge's id, "majority" (the vote of the run's configured judges, or of every
-    judge), or None (a run directory's first configured judge). (Named `scores` because
+    judge), or None (a run directory's first configured judge). `gold` (a gold file) and `correct`
+    ("ppi" or "rg"), of a run directory: the headline "all" rows gain value_ppi, ci_low_ppi,
+    ci_high_ppi, lambda, n_gold, value_rg, ci_low_rg, ci_high_rg and correction_note, as
+    `ifsweep report --gold FILE --correct ppi|rg --format json` gives them. (Named `scores` because
     `ifsweep.metrics` is the metrics engine's package.)"""
     import polars as pl  # only for the calls that compute metrics
 
     from ifsweep import metrics
-    from ifsweep.runner.commands.rundir import panel_of, planned_rows
+    from ifsweep.runner.commands.rundir import in_model_order, with_progress
+    from ifsweep.runner.watch.board import natural_key
 
-    panel: tuple[str, ...] = ()
+    if gold is not None or correct is not None:
+        return _corrected_scores(source, ci=ci, judge=judge, gold=gold, correct=correct)
     if isinstance(source, pl.DataFrame | pl.LazyFrame):
         rows: pl.DataFrame | pl.LazyFrame = source
     elif isinstance(source, str | os.PathLike) and Path(source).is_dir():
-        from ifsweep.runner.store.compact import scan_verdict_rows
-
-        require_run_dir(Path(source))
-        # Streamed from a compacted run's Parquet; the instances the run's config selects, not those
-        # judged under an earlier, higher `limit`.
-        rows, _ = planned_rows(Path(source), scan_verdict_rows(Path(source)))
-        panel = panel_of(Path(source))
+        # The run's reading, as `report` takes it: the instances each plan selects, streamed from a
+        # compacted run's Parquet.
+        reading = read_run_dir(Path(source))
+        chosen, _ = metrics.select_judges(planned_rows(reading), judge, reading.panel)
+        table = compute(chosen, ci=ci)[0]
+        # Models as the reports list them: the run's config order, else natural order (m2 before m10).
+        order = reading.model_order(table.get_column("model").unique().to_list())
+        return with_progress(in_model_order(table, order), reading)
     else:
         paths = [source] if isinstance(source, str | os.PathLike) else list(source)
         rows = metrics.read_verdicts([Path(p) for p in paths], columns=metrics.METRIC_COLUMNS)
-    chosen, _ = metrics.select_judges(rows, judge, panel)
-    return compute(chosen, ci=ci)[0]
+    chosen, _ = metrics.select_judges(rows, judge)
+    table = compute(chosen, ci=ci)[0]
+    models = table.get_column("model").unique().to_list()
+    return in_model_order(table, sorted(models, key=natural_key))  # no config: natural order
+
+
+def _corrected_scores(
+    source: object, *, ci: bool, judge: str | None, gold: str | os.PathLike[str] | None, correct: str | None
+) -> pl.DataFrame:
+    """`scores` of a run directory with the corrected columns (`report`'s reading and corrections)."""
+    from ifsweep.runner.commands.audit import check_correction, report_audit
+    from ifsweep.runner.commands.reporting import judged_rows, with_corrections
+    from ifsweep.runner.commands.rundir import in_model_order, with_progress
+
+    if not (isinstance(source, str | os.PathLike) and Path(source).is_dir()):
+        raise UsageError("gold and correct: the source must be a run directory (the gold names its answers)")
+    check_correction(None if gold is None else Path(gold), correct, "json")
+    assert gold is not None and correct is not None
+    reading, rows, _ = judged_rows(Path(source), judge)
+    table = compute(rows, ci=ci)[0]
+    order = reading.model_order(table.get_column("model").unique().to_list())
+    table = with_progress(in_model_order(table, order), reading)
+    return with_corrections(table, report_audit(Path(source), rows, Path(gold), correct, stats=False))
 
 
 def agreement(
@@ -219,13 +247,22 @@ def report(
     ci: bool = False,
     out: str | os.PathLike[str] | None = None,
     judge: str | None = None,
+    gold: str | os.PathLike[str] | None = None,
+    correct: str | None = None,
 ) -> str:
     """A run directory's report: format table | json | csv | md | html (html always has intervals;
     md writes its charts beside `out`, or into the run directory). Written to `out` when given; the
     text is returned either way. `judge`: whose verdicts (an id, "majority", "all" for table / json /
-    csv; default the first configured judge)."""
+    csv; default the first configured judge). `gold` and `correct` ("ppi" | "rg"): the corrected
+    leaderboards of `ifsweep report --gold FILE --correct ...`."""
     if format not in REPORT_FORMATS:
         raise ValueError(f"format must be one of {', '.join(REPORT_FORMATS)}, got {format!r}")
     return render_report(
-        Path(run_dir), fmt=format, ci=ci, out=Path(out) if out is not None else None, judge=judge
+        Path(run_dir),
+        fmt=format,
+        ci=ci,
+        out=Path(out) if out is not None else None,
+        judge=judge,
+        gold=Path(gold) if gold is not None else None,
+        correct=correct,
     )

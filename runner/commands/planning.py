@@ -208,12 +208,9 @@ class _BenchLoad:
         return c.cached + answer * c.answer_cached, c.written + answer * c.answer_written
 
 
-def _bench_load(
-    job: BenchJob, instances: Sequence[Instance], count: Callable[[str], int] | None, caching: bool
-) -> _BenchLoad:
+def _bench_load(job: BenchJob, instances: Sequence[Instance], scale: TokenScale, caching: bool) -> _BenchLoad:
     loads = [instance_load(job, inst) for inst in instances]
     caches = [cache_load(job, inst) for inst in instances] if caching else []
-    scale = token_scale(job, instances, count) if count is not None else TokenScale()
     return _BenchLoad(
         job=job,
         calls=len(instances),
@@ -243,8 +240,14 @@ class _Panel:
         return any(self.caching.values())
 
 
-def estimate(cfg: SweepConfig, work: Work, *, real_tokens: bool = True) -> list[Estimate]:
-    """Per model and benchmark: its calls, tokens, cost range and the minutes its limits imply."""
+Done = Mapping[tuple[str, str], frozenset[str]]  # (model, benchmark) -> instance ids
+
+
+def estimate(
+    cfg: SweepConfig, work: Work, *, real_tokens: bool = True, done: Done | None = None
+) -> list[Estimate]:
+    """Per model and benchmark: its calls, tokens, cost range and the minutes its limits imply; with
+    `done` (`done_instances`), of the instances left to do only."""
     panel = _Panel(
         cfg.judges,
         {j.label: _price(j) for j in cfg.judges},
@@ -256,9 +259,41 @@ def estimate(cfg: SweepConfig, work: Work, *, real_tokens: bool = True) -> list[
         from ifsweep.providers.pricing import token_counter
 
         count = token_counter()
-    loads = [_bench_load(job, instances, count, panel.any_caching) for job, instances in work.jobs]
     tokenizer = "cl100k_base" if count is not None else None
-    return [_estimate_one(spec, load, panel, tokenizer) for spec in cfg.models for load in loads]
+    out = []
+    for job, instances in work.jobs:
+        scale = token_scale(job, instances, count) if count is not None else TokenScale()
+        for spec in cfg.models:
+            finished = (done or {}).get((spec.label, job.cfg.label), frozenset())
+            left = [inst for inst in instances if inst.instance_id not in finished]
+            load = _bench_load(job, left, scale, panel.any_caching)
+            out.append(_estimate_one(spec, load, panel, tokenizer))
+    order = {spec.label: i for i, spec in enumerate(cfg.models)}
+    return sorted(out, key=lambda e: order[e.model])  # stable: benchmarks in config order per model
+
+
+def done_instances(run_dir: Path, judges: Sequence[str]) -> dict[tuple[str, str], frozenset[str]]:
+    """Per (model, benchmark), the instances with a current verdict free of errors from every judge of
+    `judges` (none: a sweep without a judge): what a run into `run_dir` would not do again. Read from
+    the store's current verdict rows (runner/store/compact.py)."""
+    if not (Path(run_dir) / "shards").is_dir():
+        return {}
+    import polars as pl
+
+    from ifsweep.runner.store.compact import scan_verdict_rows
+
+    slots = scan_verdict_rows(Path(run_dir)).group_by("benchmark", "model", "judge", "instance_id")
+    found = slots.agg((pl.col("status") == "error").any().alias("failed")).collect()
+    good: dict[tuple[str, str, str], set[str | None]] = defaultdict(set)
+    for bench, model, judge, iid, failed in found.iter_rows():
+        if not failed:
+            good[(str(model), str(bench), str(iid))].add(judge)
+    need: set[str | None] = set(judges) or {None}
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for (model, bench, iid), by in good.items():
+        if need <= by:
+            out[(model, bench)].add(iid)
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def _estimate_one(spec: EndpointSpec, b: _BenchLoad, panel: _Panel, tokenizer: str | None) -> Estimate:
@@ -396,6 +431,25 @@ def render_estimate(rows: list[Estimate]) -> str:
     return "\n".join(lines)
 
 
+def render_strata(cfg: SweepConfig, work: Work) -> str:
+    """How the plan is walked, and each benchmark's sampling units per stratum (runner/engine/order.py)."""
+    if cfg.run.order == "file":
+        head = "order: file (each benchmark in turn, as its data lists it; `limit` = the first N instances)"
+    else:
+        head = (
+            f"order: seeded (seed {cfg.run.order_seed}): benchmarks interleaved, units drawn at random "
+            "within strata; `limit` = the first N units, so every stratum is sampled"
+        )
+    lines = [head]
+    for (job, instances), strata in zip(work.jobs, work.strata, strict=True):
+        units = sum(len(ids) for ids in strata.values())
+        planned = len({inst.group_id for inst in instances})
+        share = f"{units} units" if planned == units else f"{planned} of {units} units (limit)"
+        parts = ", ".join(f"{name} {len(ids)}" for name, ids in strata.items())
+        lines.append(f"  {job.cfg.label}: {share}, {len(instances)} instances; strata: {parts}")
+    return "\n".join(lines)
+
+
 def _by_judge(rows: list[Estimate]) -> list[JudgeShare]:
     """Each judge's calls, tokens and cost over every (model, benchmark), in config order."""
     out: dict[str, JudgeShare] = {}
@@ -419,3 +473,39 @@ def _by_judge(rows: list[Estimate]) -> list[JudgeShare]:
                 (t.cost_cached_high or 0.0) + (s.cost_cached_high or 0.0) if both else None,
             )
     return list(out.values())
+
+
+def render_progress(rows: list[Estimate], run_dir: Path, work: Work, done: Done, models: int) -> str:
+    """`ifsweep plan` on a run directory holding results, first: what remains of the plan (pairs,
+    calls, tokens, cost range, time by the limits), then what is done and what it cost so far."""
+    from ifsweep.runner.watch.status import status_report
+
+    planned = {(job.cfg.label, inst.instance_id) for job, instances in work.jobs for inst in instances}
+    finished = sum(1 for (_, bench), ids in done.items() for iid in ids if (bench, iid) in planned)
+    total = len(planned) * models
+    lows = [r.cost_low for r in rows]
+    highs = [r.cost_high for r in rows]
+    cost = (
+        "unknown (a price is missing)"
+        if None in lows or None in highs
+        else f"${sum(x or 0.0 for x in lows):.4f}-${sum(x or 0.0 for x in highs):.4f}"
+    )
+    per_model: dict[str, float] = defaultdict(float)
+    for r in rows:
+        per_model[r.model] += r.minutes_by_limits or 0.0
+    slowest = max(per_model.values(), default=0.0)
+    when = f"; at least {slowest:.1f} min by the models' rpm/tpm limits" if slowest else ""
+    calls = sum(r.calls + r.judge_calls for r in rows if r.calls)
+    out_low, out_high = sum(r.output_low for r in rows), sum(r.output_high for r in rows)
+    report = status_report(run_dir)
+    return "\n".join(
+        [
+            f"remaining: {total - finished} of {total} planned pairs, cost {cost}{when}",
+            f"  {calls} calls, {sum(r.input_tokens for r in rows)} tokens in, {out_low}-{out_high} out"
+            " (a pair with some calls stored sends only the rest: an upper bound)",
+            f"done: {finished} of {total} pairs; spent so far ${report.spent_usd:.4f} (answers and every "
+            f"judge's calls, `ifsweep status {run_dir}`)",
+            "",
+            "remaining, per model and benchmark:",
+        ]
+    )

@@ -3,76 +3,98 @@ engine knows no benchmark; `rundir.metric_catalog` hands it every registered ben
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep.runner.commands.agreement import run_agreement
+from ifsweep.runner.commands.audit import ReportAudit, check_correction, report_audit
 from ifsweep.runner.commands.rundir import (
     compute,
     in_model_order,
-    model_order,
-    panel_of,
+    partial_estimates,
     planned_rows,
+    read_run_dir,
     require_run_dir,
+    with_progress,
 )
 from ifsweep.runner.errors import UsageError
+from ifsweep.runner.watch.board import natural_key
 
 if TYPE_CHECKING:
     import polars as pl
 
     from ifsweep.metrics import Agreement, Catalog
+    from ifsweep.runner.store.current import RunReading
     from ifsweep.runner.watch.status import StatusReport
 
 
-def judged_rows(run_dir: Path, judge: str | None) -> tuple[pl.LazyFrame, list[str | None], int]:
-    """A run's verdict rows for `judge` (an id, "all", "majority", or None: the first configured
-    judge) of the instances its config selects, lazily (metrics stream them), the judges they hold, and
-    how many instances judged beyond those (a lowered `limit`) were left out; UsageError for a judge
-    the run has no verdicts of."""
+def judged_rows(
+    run_dir: Path, judge: str | None, reading: RunReading | None = None
+) -> tuple[RunReading, pl.LazyFrame, list[str | None]]:
+    """The run's reading, its planned verdict rows for `judge` (an id, "all", "majority", or None: the
+    first configured judge), lazily (metrics stream them), and the judges they hold; UsageError for a
+    judge the run has no verdicts of."""
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import scan_verdict_rows
 
-    require_run_dir(run_dir)
-    rows, beyond = planned_rows(run_dir, scan_verdict_rows(run_dir))
+    reading = reading if reading is not None else read_run_dir(run_dir)
+    rows = planned_rows(reading)
     if metrics.streamed(rows.select(pl.len())).item() == 0:
         raise UsageError(f"{run_dir}: no verdicts yet; run the sweep first")
     try:
-        chosen, judges = metrics.select_judges(rows, judge, panel_of(run_dir))
+        chosen, judges = metrics.select_judges(rows, judge, reading.panel)
     except ValueError as e:
         raise UsageError(f"{run_dir}: {e}") from None
-    return chosen, judges, beyond
+    return reading, chosen, judges
 
 
 def report(
-    run_dir: Path, *, fmt: str, ci: bool = False, out: Path | None = None, judge: str | None = None
+    run_dir: Path,
+    *,
+    fmt: str,
+    ci: bool = False,
+    out: Path | None = None,
+    judge: str | None = None,
+    gold: Path | None = None,
+    correct: str | None = None,
 ) -> str:
     """The report of one judge's verdicts (`judge`: an id, "majority", or None for the first configured
-    judge), or with "all" every judge's figures apart (table, json and csv)."""
+    judge), or with "all" every judge's figures apart (table, json and csv). A run that is not complete
+    says, per benchmark and model, how many of its planned instances the figures cover. With `gold` (a
+    gold file) and `correct` ("ppi" or "rg"): the headline metrics corrected for judge error
+    (docs/metrics.md, "Corrected scores"); the html report then has an audit section."""
     from ifsweep import metrics
     from ifsweep.runner.store.compact import load_call_records
 
     if judge == "all" and fmt in ("md", "html"):
         raise UsageError("--judge all: md and html reports show one judge; use table, json or csv")
-    rows, judges, beyond = judged_rows(run_dir, judge)
+    check_correction(gold, correct, fmt)
+    reading, rows, judges = judged_rows(run_dir, judge)
     table, catalog = compute(rows, ci=ci or fmt == "html")
     # Config order (natural order when the config is not known); leaderboards rank by score and keep
     # this order among equal scores.
-    order = model_order(run_dir, table.get_column("model").unique().to_list())
-    table = in_model_order(table, order)
+    order = reading.model_order(table.get_column("model").unique().to_list())
+    table = with_progress(in_model_order(table, order), reading)
+    found = None if gold is None else report_audit(run_dir, rows, gold, correct, stats=fmt == "html")
+    table = with_corrections(table, found)
+    partial = partial_estimates(reading, rows, catalog)
+    if fmt == "json":
+        table = _estimate_keys(table, partial)
     if fmt in ("table", "json", "csv"):
-        text = _render_plain(table, catalog, fmt)
-        if beyond and fmt == "table":
-            text += f"\n\n{_beyond_note(beyond)}"
+        text = _render_plain(table, catalog, fmt) + _corrected_text(found, catalog, fmt)
+        if reading.beyond and fmt == "table":
+            text += f"\n\n{_beyond_note(reading.beyond)}"
     else:
-        calls = _calls_of(load_call_records(run_dir), judges, run_dir)
-        analytics = in_model_order(metrics.analytics(calls, table), order)
+        calls = load_call_records(run_dir)
+        analytics = in_model_order(_analytics(calls, table, judges, reading), order)
         if fmt == "md":
-            text = metrics.render_markdown(table, catalog, analytics, out.parent if out else run_dir)
+            text = metrics.render_markdown(table, catalog, analytics, out.parent if out else None)
+            text += _corrected_text(found, catalog, fmt)
         else:
-            panel = _panel_section(run_dir, catalog)
+            panel = _panel_section(reading)
             text = metrics.render_html(
                 table,
                 catalog,
@@ -80,30 +102,110 @@ def report(
                 _paired_primary(rows, table, catalog),
                 judges=panel,
                 judge=judges[0],
+                audit=_audit_html(found, catalog),
             )
+    if partial is not None:
+        text = _with_estimates(text, fmt, partial, catalog)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     return text
 
 
-def _beyond_note(instances: int) -> str:
+def with_corrections(table: pl.DataFrame, found: ReportAudit | None) -> pl.DataFrame:
+    """The metrics table with the corrected columns joined on its headline "all" rows (null elsewhere)."""
+    if found is None or not found.corrections:
+        return table
+    import polars as pl
+
+    from ifsweep.metrics.corrected import corrections_frame
+
+    extra = pl.concat([corrections_frame(c) for c in found.corrections])
+    key = ["benchmark", "model", "judge", "metric", "slice"]
+    return table.join(extra, on=key, how="left", maintain_order="left", nulls_equal=True)
+
+
+def _corrected_text(found: ReportAudit | None, catalog: Catalog, fmt: str) -> str:
+    """The corrected leaderboards after a text or Markdown report (JSON carries them in its rows)."""
+    if found is None or fmt not in ("table", "md"):
+        return ""
+    from ifsweep.metrics.render.corrected import corrected_lines
+
+    lines = [line for c in found.corrections for line in corrected_lines(c, catalog, markdown=fmt == "md")]
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
+
+
+def _audit_html(found: ReportAudit | None, catalog: Catalog) -> str:
+    if found is None:
+        return ""
+    from ifsweep.metrics.render.corrected import audit_section
+
+    return audit_section(found.stats, found.corrections, catalog, found.gold.source)
+
+
+def _estimate_keys(table: pl.DataFrame, partial: tuple[pl.DataFrame, pl.DataFrame] | None) -> pl.DataFrame:
+    """JSON rows of a partial run carry their estimates (`report` and `metrics` of a run directory:
+    one reading, one figure)."""
+    from ifsweep import metrics
+
+    return table if partial is None else metrics.with_estimate_keys(table, partial[0])
+
+
+def _with_estimates(text: str, fmt: str, partial: tuple[pl.DataFrame, pl.DataFrame], catalog: Catalog) -> str:
+    """A partial run's report with its estimate section (issue 34): after the table or the Markdown,
+    at the end of the HTML page's main part; JSON rows carry theirs, CSV none."""
+    from ifsweep import metrics
+
+    est, paired = partial
+    if fmt == "table":
+        return f"{text.rstrip()}\n\n{metrics.estimate_lines(est, paired, catalog)}"
+    if fmt == "md":
+        return f"{text.rstrip()}\n\n{metrics.estimates_markdown(est, paired, catalog)}\n"
+    if fmt == "html":
+        return text.replace("</main>", metrics.estimates_html(est, paired, catalog) + "</main>", 1)
+    return text
+
+
+def _beyond_note(pairs: int) -> str:
     return (
-        f"note: {instances} instance{'s' if instances != 1 else ''} judged under an earlier, higher `limit` "
+        f"note: {pairs} (model, instance) pair{'s' if pairs != 1 else ''} judged under an earlier, higher "
+        "`limit` "
         "left out: these scores cover the instances the config now selects"
     )
 
 
-def _calls_of(calls: pl.DataFrame, judges: list[str | None], run_dir: Path) -> pl.DataFrame:
+def _analytics(
+    calls: pl.DataFrame, table: pl.DataFrame, judges: list[str | None], reading: RunReading
+) -> pl.DataFrame:
+    """Per (benchmark, model): one spent figure, the answers plus every judge's calls on them (as
+    `status` and the viewer count it), and the shown judges' unparsed rate."""
+    import polars as pl
+
+    from ifsweep import metrics
+
+    every = metrics.analytics(calls, table)
+    shown = _calls_of(calls, judges, reading)
+    if shown.height == calls.height:
+        return every
+    rate = metrics.analytics(shown, table).select("benchmark", "model", "judge_unparsed_rate")
+    return (
+        every.drop("judge_unparsed_rate")
+        .join(rate, on=["benchmark", "model"], how="left", maintain_order="left")
+        .select(every.columns)
+        .with_columns(pl.col("judge_unparsed_rate"))
+    )
+
+
+def _calls_of(calls: pl.DataFrame, judges: list[str | None], reading: RunReading) -> pl.DataFrame:
     """The generations, and the judgments of the judges whose figures the report shows (the majority's:
-    the panel's), so its spend and unparsed rates are theirs."""
+    the panel's)."""
     import polars as pl
 
     from ifsweep import metrics
 
     if judges == [metrics.MAJORITY]:
         named = [j for j in metrics.judges_in(calls.filter(pl.col("kind") == "judgment")) if j is not None]
-        shown = [j for j in panel_of(run_dir) if j in named] or named
+        shown = [j for j in reading.panel if j in named] or named
     else:
         shown = [j for j in judges if j is not None]
     if not shown:
@@ -131,9 +233,9 @@ def _render_plain(table: pl.DataFrame, catalog: Catalog, fmt: str) -> str:
     return "\n\n".join(parts)
 
 
-def _panel_section(run_dir: Path, catalog: Catalog) -> Agreement | None:
+def _panel_section(reading: RunReading) -> Agreement | None:
     """The HTML report's judge section: agreement and rank changes, when the run has 2+ judges."""
-    found = run_agreement(run_dir, resamples=200)
+    found = run_agreement(reading.run_dir, resamples=200, reading=reading)
     return found if len(found.judges) > 1 else None
 
 
@@ -153,13 +255,26 @@ def _paired_primary(rows: pl.LazyFrame, table: pl.DataFrame, catalog: Catalog) -
 
 
 def metrics_of_files(paths: list[Path], *, fmt: str, ci: bool) -> str:
+    """`ifsweep metrics`: verdict-row files' metrics; of a run directory, its reading's (every judge
+    apart, the instances each plan selects, with planned and done): what `report --judge all` shows."""
     from ifsweep import metrics
 
+    if len(paths) == 1 and paths[0].is_dir():
+        reading, rows, _ = judged_rows(paths[0], "all")
+        table, catalog = compute(rows, ci=ci)
+        order = reading.model_order(table.get_column("model").unique().to_list())
+        plain = "table" if fmt == "md" else fmt
+        table = with_progress(in_model_order(table, order), reading)
+        if plain == "json":
+            table = _estimate_keys(table, partial_estimates(reading, rows, catalog))
+        return _render_plain(table, catalog, plain)
     for p in paths:
         if not p.exists():
             raise UsageError(f"{p}: no such file")
     # Only the columns metrics read: a JSONL parse is most of the time, and it scales with columns.
     table, catalog = compute(metrics.read_verdicts(paths, columns=metrics.METRIC_COLUMNS), ci=ci)
+    models = table.get_column("model").unique().to_list()
+    table = in_model_order(table, sorted(models, key=natural_key))  # no config here: natural order
     return _render_plain(table, catalog, "table" if fmt == "md" else fmt)
 
 
@@ -182,12 +297,16 @@ def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
     from ifsweep.runner.engine.batches import open_batches
-    from ifsweep.runner.watch.board import natural_key, table_lines
+    from ifsweep.runner.watch.board import table_lines
     from ifsweep.runner.watch.status import status_views
 
     require_run_dir(run_dir)
     try:
         whole, report = status_views(run_dir)
+        if whole.totals.state == "complete" and not report.complete:
+            # The summary's word against the reading of the files: the files decide (a damaged line,
+            # a pair left undone), as `status --json` does.
+            whole = dataclasses.replace(whole, totals=dataclasses.replace(whole.totals, state="incomplete"))
         board = table_lines(whole)
     except ValueError as e:  # a summary file that is not what a sweep writes: say which, and where
         raise UsageError(str(e)) from None
@@ -217,7 +336,7 @@ def render_status(run_dir: Path) -> str:
             "`limit` (not counted above; `ifsweep report` leaves them out)"
             for r in beyond
         ]
-    batches = open_batches(run_dir)
+    batches = open_batches(run_dir, report.batch_records)
     if batches:
         requests = sum(b.requests for b in batches)
         lines += [
@@ -229,11 +348,24 @@ def render_status(run_dir: Path) -> str:
         from ifsweep.runner.watch.outcomes import spend_text
 
         lines += ["", spend_text(report.spent_usd, report.worst_case_usd)]
+    if report.damaged:
+        lines += ["", f"{len(report.damaged)} damaged shard lines (their records are not counted):"]
+        lines += [f"  {d}" for d in report.damaged]
     return "\n".join([*lines, *_incomplete_lines(report)])
 
 
 def _incomplete_lines(report: StatusReport) -> list[str]:
-    """The line a run with pairs in error ended on, as `ifsweep run` printed it."""
+    """The line a run with pairs in error ended on, as `ifsweep run` printed it; for a run short of
+    its plan without errors, how far it is (the reading's rule, as `status --json`'s `complete`)."""
+    if not report.errors_by_kind and not report.complete:
+        done = sum(int(r["done"]) for r in report.rows)
+        planned = [r["planned"] for r in report.rows]
+        of = f" of {sum(planned)} planned" if None not in planned else ""
+        damage = f"; {len(report.damaged)} damaged shard lines (above)" if report.damaged else ""
+        return [
+            "",
+            f"incomplete: {done}{of} (model, instance) pairs done{damage}; run the sweep again to finish",
+        ]
     if not report.errors_by_kind:
         return []
     from ifsweep.runner.watch.outcomes import errors_message

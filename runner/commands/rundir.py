@@ -4,18 +4,18 @@ registered benchmark's definitions (the metrics engine knows no benchmark)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ifsweep import benchmarks
 from ifsweep.runner.errors import UsageError
-from ifsweep.runner.watch.board import natural_key
 
 if TYPE_CHECKING:
     import polars as pl
 
     from ifsweep.metrics import Catalog
+    from ifsweep.runner.store.current import RunReading
 
 
 def metric_catalog() -> tuple[Catalog, tuple[benchmarks.BenchmarkLoadError, ...]]:
@@ -43,41 +43,46 @@ def compute(rows: pl.DataFrame | pl.LazyFrame, *, ci: bool = False) -> tuple[pl.
         raise metrics.VerdictError(f"{e}; registered benchmarks that failed to load: {failed}") from e
 
 
-def planned_rows(run_dir: Path, rows: pl.LazyFrame) -> tuple[pl.LazyFrame, int]:
-    """The verdict rows of the instances the run's newest config selects, and how many instances
-    (benchmark, instance id) were left out: judged under an earlier, higher `limit`. Benchmarks whose
-    manifest entry does not say (an import, an older run) keep every row."""
+def read_run_dir(run_dir: Path) -> RunReading:
+    """The one reading of a run directory (runner/store/current.py) every scoring command takes its
+    rows, plan, judges and completeness from; UsageError when it is not a run directory."""
+    from ifsweep.runner.store.current import read_run
+
+    require_run_dir(run_dir)
+    return read_run(run_dir)
+
+
+def planned_rows(reading: RunReading) -> pl.LazyFrame:
+    """The reading's verdict rows: the instances each (benchmark, model)'s plan selects."""
+    if reading.rows is None:
+        raise ValueError(f"{reading.run_dir}: a reading without rows (status's) has none to score")
+    return reading.rows
+
+
+def with_progress(table: pl.DataFrame, reading: RunReading) -> pl.DataFrame:
+    """`table` (metrics, or any frame with benchmark and model) with each pair's `planned` and `done`
+    instances from the reading: the columns by which a partial run's tables say how far they reach."""
     import polars as pl
 
-    from ifsweep import metrics
-    from ifsweep.runner.store.manifest import planned_instances
-
-    plans = planned_instances(run_dir)
-    if not plans:
-        return rows, 0
-    bench, inst = pl.col("benchmark").cast(pl.String), pl.col("instance_id").cast(pl.String)
-    keep = ~bench.is_in(list(plans))
-    for name, ids in plans.items():
-        keep = keep | ((bench == name) & inst.is_in(list(ids)))
-    beyond = metrics.streamed(rows.filter(~keep).select(bench, inst).unique().select(pl.len())).item()
-    return (rows.filter(keep), int(beyond)) if beyond else (rows, 0)
+    progress = pl.DataFrame(
+        {
+            "benchmark": [p.benchmark for p in reading.progress],
+            "model": [p.model for p in reading.progress],
+            "planned": [p.planned for p in reading.progress],
+            "done": [p.done for p in reading.progress],
+        },
+        schema={"benchmark": pl.String, "model": pl.String, "planned": pl.Int64, "done": pl.Int64},
+    )
+    cast = table.with_columns(pl.col("benchmark").cast(pl.String), pl.col("model").cast(pl.String))
+    joined = cast.join(progress, on=["benchmark", "model"], how="left", maintain_order="left")
+    return joined.with_columns(
+        pl.col("benchmark").cast(table.schema["benchmark"]), pl.col("model").cast(table.schema["model"])
+    )
 
 
 def require_run_dir(run_dir: Path) -> None:
     if not (run_dir / "shards").is_dir():
         raise UsageError(f"{run_dir}: not a run directory (no shards/ folder)")
-
-
-def model_order(run_dir: Path, models: Iterable[str]) -> list[str]:
-    """`models` as reports list them: the run's config order (the manifest's), then any other in
-    natural order (m2 before m10), as for a run whose config is not known (an import)."""
-    from ifsweep.runner.store.manifest import read_manifest
-
-    manifest = read_manifest(run_dir)
-    configured = manifest.model_order if manifest is not None else ()
-    present = set(models)
-    rest = sorted(present - set(configured), key=natural_key)
-    return [m for m in configured if m in present] + rest
 
 
 def in_model_order(table: pl.DataFrame, order: Sequence[str]) -> pl.DataFrame:
@@ -91,9 +96,46 @@ def in_model_order(table: pl.DataFrame, order: Sequence[str]) -> pl.DataFrame:
     )
 
 
-def panel_of(run_dir: Path) -> tuple[str, ...]:
-    """The judges the run's config names, in order (the manifest's); () when it names none."""
-    from ifsweep.runner.store.manifest import read_manifest
+def partial_estimates(
+    reading: RunReading, rows: pl.LazyFrame, catalog: Catalog
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """A partial run's estimates for its planned population and the paired differences
+    (metrics/sampling/estimates.py), over the strata the manifest records (the seeded order's population,
+    before `limit`); None when every model has done every planned unit, or the run kept no strata
+    (file order, an import)."""
+    from ifsweep import metrics
 
-    manifest = read_manifest(run_dir)
-    return manifest.judge_order if manifest is not None else ()
+    if reading.manifest is None:
+        return None
+    strata = {b: e.strata for b, e in reading.manifest.benchmarks.items() if e.strata}
+    order = reading.manifest.order or {}
+    if not strata or order.get("kind") != "seeded" or _covers_population(reading, rows, strata):
+        return None
+    est, paired = metrics.estimate_metrics(rows, catalog, strata)
+    if est.height == 0 or bool((est.get_column("units_done") >= est.get_column("units_planned")).all()):
+        return None
+    return est, paired
+
+
+def _covers_population(
+    reading: RunReading, rows: pl.LazyFrame, strata: Mapping[str, Mapping[str, Sequence[str]]]
+) -> bool:
+    """Whether a complete run's every model has every unit of each stratified benchmark's population:
+    then there is nothing to estimate, and one group-by spares the estimator's bootstrap (minutes on a
+    full-size run, for a section the report would leave out)."""
+    import polars as pl
+
+    if not reading.complete:
+        return False
+    by = ["model", *(["judge"] if "judge" in rows.collect_schema().names() else [])]
+    for bench, by_stratum in strata.items():
+        units = sorted({u for ids in by_stratum.values() for u in ids})
+        have = (
+            rows.filter((pl.col("benchmark") == bench) & pl.col("group_id").cast(pl.String).is_in(units))
+            .group_by(*by)
+            .agg(pl.col("group_id").n_unique().alias("n"))
+            .collect()
+        )
+        if have.height == 0 or bool((have.get_column("n") < len(units)).any()):
+            return False
+    return True

@@ -19,7 +19,7 @@ from ifsweep.providers.batch.clients import created_for
 from ifsweep.providers.batch.endpoint import merge_batches
 from ifsweep.providers.records import BATCH_KIND
 from ifsweep.runner.store import keys
-from ifsweep.runner.store.locks import writer_running
+from ifsweep.runner.store.locks import WriterBusyError, live_writers, lock_run, writer_running
 from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, scan_shards
 
 
@@ -89,9 +89,12 @@ class OpenBatch:
     record: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # merged records
 
 
-def open_batches(run_dir: Path) -> list[OpenBatch]:
-    """Batches of `run_dir` not yet closed, oldest first (read from the shards only)."""
-    records = _in_write_order(sl.record() for sl in scan_shards(run_dir, kinds=(BATCH_KIND,)))
+def open_batches(run_dir: Path, found: Iterable[Mapping[str, Any]] | None = None) -> list[OpenBatch]:
+    """Batches of `run_dir` not yet closed, oldest first (read from the shards only; `found`: the
+    batch records a reader already has, as `ifsweep status` has them from the shards' digest)."""
+    if found is None:
+        found = (sl.record() for sl in scan_shards(run_dir, kinds=(BATCH_KIND,)))
+    records = _in_write_order(found)
     out = []
     for intent, rec in merge_batches(records).items():
         if rec.get("state") == "closed":
@@ -113,15 +116,26 @@ def open_batches(run_dir: Path) -> list[OpenBatch]:
     return out
 
 
-async def show_batches(run_dir: Path, cancel: bool) -> int:
+async def show_batches(run_dir: Path, cancel: bool, force: bool = False) -> int:
     """Print the open batches of `run_dir` with their status at the provider; cancel them if asked,
-    and record each cancel in the run's shards, so that a run with `batch` off may go on."""
+    and record each cancel in the run's shards, so that a run with `batch` off may go on. A cancel
+    holds the run lock: refused (exit 2) while a run writes the directory, unless `force`."""
     import aiohttp
 
     found = open_batches(run_dir)
     if not found:
         print(f"{run_dir}: no open batches")
         return 0
+    lock = _cancel_lock(run_dir) if cancel else None
+    if cancel and lock is None and not force:
+        who = ", ".join(str(h) for h in live_writers(run_dir / SHARDS_DIR)) or "a process starting now"
+        print(
+            f"ifsweep batches: {run_dir}: a run writes this directory now ({who}) and collects these "
+            "batches itself; a cancel under it ends their unfinished requests in error (a run never "
+            "sends again what it did not cancel). Stop it first, or pass --force",
+            file=sys.stderr,
+        )
+        return 2
     failures = 0
     store = RunStore.open(run_dir, writer_id="batches") if cancel else None
     try:
@@ -131,9 +145,19 @@ async def show_batches(run_dir: Path, cancel: bool) -> int:
     finally:
         if store is not None:
             store.close()
+        if lock is not None:
+            os.close(lock)
     if cancel:
         print("cancelled; the next `ifsweep run` collects their finished requests and sends the rest again")
     return 1 if failures else 0
+
+
+def _cancel_lock(run_dir: Path) -> int | None:
+    """The run lock, held exclusively for a cancel (no run starts under it); None while a run holds it."""
+    try:
+        return lock_run(run_dir, shared=False, shards_dir=run_dir / SHARDS_DIR)
+    except WriterBusyError:
+        return None
 
 
 def _client(session: Any, b: OpenBatch) -> Any:
@@ -159,7 +183,8 @@ async def _show_one(b: OpenBatch, client: Any, store: RunStore | None) -> bool:
             file_id = b.record.get("input_file_id")
             # Exactly, or not at all: a batch found only perhaps (by size and time, for providers whose
             # batches name nothing) may be another's, and this cancels what it finds.
-            info = created_for(await client.listing(), b.intent, str(file_id))
+            since = float(b.record.get("submitted_at") or 0.0)
+            info = created_for(await client.listing(since), b.intent, str(file_id))
             if info is None and not client.names_batches:
                 print(
                     f"{b.endpoint}: a batch of {b.requests} requests whose creation was never confirmed, "

@@ -18,8 +18,10 @@ import anyio
 
 from ifsweep.benchmarks import Benchmark, Instance, JudgeTask, Message, TurnOutcome, scoring_version
 from ifsweep.providers.records import BudgetExhausted, Completion, EndpointSpec
+from ifsweep.providers.send.params import sent_params
 from ifsweep.providers.send.prefix import CacheHint
 from ifsweep.runner.config import BenchmarkConfig
+from ifsweep.runner.engine.admission import Admission
 from ifsweep.runner.engine.warmup import WarmGate, hints_for
 from ifsweep.runner.store import keys
 from ifsweep.runner.store.keys import Identity, endpoint_identity
@@ -148,6 +150,9 @@ class Pipeline:
     _pending: dict[str, anyio.Event | None] = field(default_factory=dict)
     # Every verdict written or found, checked as it was: the check after the sweep reads this.
     seen: SeenVerdicts = field(default_factory=SeenVerdicts)
+    # Judge tasks alive at once per judge (runner/engine/admission.py); None: as many as pairs plan.
+    judge_slots: int | None = None
+    _gates: dict[str, Admission] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for j in self.judges:
@@ -160,7 +165,7 @@ class Pipeline:
     # ------------------------------------------------------------------------------------------ keys
 
     def generation_key(self, spec: EndpointSpec, inst: Instance) -> str:
-        return keys.generation_key(self.identify(spec), spec.params, _msgs(inst.messages))
+        return keys.generation_key(self.identify(spec), sent_params(spec), _msgs(inst.messages))
 
     def verdict_ref(
         self,
@@ -182,7 +187,7 @@ class Pipeline:
         )
         basis = keys.verdict_basis(
             gen_key=gen_key,
-            judge=None if js is None else (self.identify(js), js.params),
+            judge=None if js is None else (self.identify(js), sent_params(js)),
             reask=job.cfg.reask,
             template=job.template_version,
             code=job.scoring_version,
@@ -192,7 +197,7 @@ class Pipeline:
 
     def _judge_key(self, judge: SupportsComplete, messages: Sequence[Message], ask: int) -> str:
         spec = judge.spec
-        return keys.judge_key(self.identify(spec), spec.params, _msgs(messages), ask)
+        return keys.judge_key(self.identify(spec), sent_params(spec), _msgs(messages), ask)
 
     def _cached(self, key: str) -> dict[str, Any] | None:
         rec = self.store.get(key)
@@ -295,23 +300,29 @@ class Pipeline:
         if label is not None and label in self.exhausted_judges:
             return "skipped"
         values: Values = {}
+        audit: Values = {}  # an audit task's verdicts on constraints a rule decides (status not counted)
         if gen["status"] != "error":
-            plan = job.bench.plan(inst, gen.get("text") or "", job.cfg.scoring)
-            # A rule value of None means the benchmark does not score that constraint at all (as its
-            # reference does not): no row, so it is neither a failure nor a gap in coverage.
-            values = {
-                idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
-            }
-            values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
-            judge_tasks = [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
+            values, judge_tasks = _plan(job, inst, gen, unscored)
             if judge_tasks:
                 if judge is None:
                     raise RuntimeError(f"{job.cfg.label} needs a [judge] for {inst.instance_id}")
-                judged = await self._judge_all(job, spec, inst, judge_tasks, c, judge)
+                gate = self._gate(judge)
+                slots = 0 if gate is None else gate.clamp(len(judge_tasks))
+                if gate is not None and not gate.try_take(slots):
+                    # Wait holding the instance and the answer, not the plan's prompts (an EIFBench
+                    # plan is about 80 of them): the plan is a pure function of both, made again.
+                    del judge_tasks
+                    await gate.take(slots)
+                    values, judge_tasks = _plan(job, inst, gen, unscored)
+                judged = await self._judge_all(job, spec, inst, judge_tasks, c, judge, slots)
                 if judged is None:
                     return "skipped"
-                values.update({idx: v for idx, v in judged.items() if idx not in unscored})
+                # An audit task's verdicts go beside the rule's rows, never in their place.
+                audited = _audited(judge_tasks)
+                values.update({i: v for i, v in judged.items() if i not in unscored and i not in audited})
+                audit = {i: (v, "audit", st) for i, (v, _, st) in judged.items() if i in audited}
         rows, status = _verdict_rows(inst, values, unscored, gen_error=gen["status"] == "error")
+        rows += [_row(con.idx, inst, *audit[con.idx]) for con in inst.constraints if con.idx in audit]
         rec = self._write_verdict(ref, gen_key, spec, job, inst, rows, status, judge)
         self._saw(ref, rec, spec, job, inst, judge)
         jc = self.judge_counters.get(label) if label is not None else None
@@ -322,6 +333,19 @@ class Pipeline:
                 jc.done += 1
         return status
 
+    def _gate(self, judge: SupportsComplete) -> Admission | None:
+        """`judge`'s admission (runner/engine/admission.py), None when the pipeline bounds nothing. A
+        judge in batch mode may hold a whole batch's tasks at once."""
+        if self.judge_slots is None:
+            return None
+        label = judge.spec.label
+        gate = self._gates.get(label)
+        if gate is None:
+            batch = judge.spec.batch
+            gate = Admission(max(self.judge_slots, batch.max_requests if batch is not None else 0))
+            self._gates[label] = gate
+        return gate
+
     async def _judge_all(
         self,
         job: BenchJob,
@@ -330,22 +354,34 @@ class Pipeline:
         tasks: Sequence[JudgeTask],
         c: Counters,
         judge: SupportsComplete,
+        slots: int = 0,
     ) -> Values | None:
         """`judge`'s values over every task of the pair, its tasks run at once; None when the judge's
         own cap ran out (it stops, the rest of the panel and the models go on; with no judge left the
-        sweep stops: answers nobody can judge are not bought)."""
+        sweep stops: answers nobody can judge are not bought). `slots`: taken from the judge's
+        admission for these tasks: that many runners share them, each giving its slot back when no
+        task is left for it, so a pair never has more tasks alive than it holds slots."""
         # None until the task's turns all completed: a task cut off (cancelled by a stop, or by a
         # native CancelledError such as a coordinator batch abandoned at give-up, which a task group
         # does not report) leaves its None, and then the pair gets no verdict.
         results: list[Values | None] = [None for _ in tasks]
-        hints = _cache_hints(judge, tasks)
+        admission = self._gates[judge.spec.label] if slots else None
+        held = [slots]  # not yet given back: the rest goes back at the end, however it ended
         gate = WarmGate()
+        pending = iter(enumerate(tasks))
 
-        async def run_task(i: int, task: JudgeTask) -> None:
-            results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
+        async def runner() -> None:
+            try:
+                for i, task in pending:  # next() never awaits: no task is taken twice
+                    results[i] = await self._judge_task(job, spec, inst, task, c, judge, hints.get(i), gate)
+            finally:
+                if admission is not None:
+                    held[0] -= 1
+                    admission.give(1)
 
         try:
-            await _together([functools.partial(run_task, i, task) for i, task in enumerate(tasks)])
+            hints = _cache_hints(judge, tasks)
+            await _together([runner] * (slots or len(tasks)))
         except BudgetExhausted as exhausted:
             if exhausted.scope == judge.spec.label:
                 self.exhausted_judges.add(judge.spec.label)
@@ -353,6 +389,9 @@ class Pipeline:
                     raise
                 return None
             raise
+        finally:
+            if admission is not None and held[0]:
+                admission.give(held[0])
         if any(r is None for r in results):
             # A cut-off turn is no verdict (the resume judges it): end as the cancellation it was.
             raise anyio.get_cancelled_exc_class()(f"judge {judge.spec.label}: turns cut off")
@@ -529,13 +568,13 @@ class Pipeline:
         status: str,
         judge: SupportsComplete | None = None,
     ) -> dict[str, Any]:
-        rec = {
-            "v": RECORD_VERSION,
-            "kind": "verdict",
+        rec = {  # key, kind and status first: the order of the shard line (shards.encode_line)
             "key": ref.key,
+            "kind": "verdict",
+            "status": status,
+            "v": RECORD_VERSION,
             "basis": ref.basis,
             "code": job.scoring_version,  # for a reader: which scoring code derived it
-            "status": status,
             "model": spec.label,
             "judge": judge.spec.label if judge is not None else None,
             "benchmark": job.cfg.label,
@@ -554,6 +593,20 @@ class Pipeline:
         }
         self.store.append(rec)
         return rec
+
+
+def _plan(
+    job: BenchJob, inst: Instance, gen: Mapping[str, Any], unscored: frozenset[int]
+) -> tuple[Values, list[JudgeTask]]:
+    """The benchmark's plan for the answer: the rule values, and the judge tasks that decide anything."""
+    plan = job.bench.plan(inst, gen.get("text") or "", job.cfg.scoring)
+    # A rule value of None means the benchmark does not score that constraint at all (as its
+    # reference does not): no row, so it is neither a failure nor a gap in coverage.
+    values: Values = {
+        idx: (v, "rule", "ok" if v is not None else "skipped") for idx, v in plan.rule_values.items()
+    }
+    values.update(dict.fromkeys(unscored, (None, "rule", "skipped")))
+    return values, [t for t in plan.judge_tasks if not _decides_only(t, unscored)]
 
 
 def _verdict_rows(
@@ -620,11 +673,11 @@ async def _together(calls: Sequence[Callable[[], Awaitable[None]]]) -> None:
 
 
 def completion_record(kind: str, key: str, c: Completion) -> dict[str, Any]:
-    rec: dict[str, Any] = {
-        "v": RECORD_VERSION,
-        "kind": kind,
+    rec: dict[str, Any] = {  # key, kind and status first: the order of the shard line (shards.encode_line)
         "key": key,
+        "kind": kind,
         "status": c.status,
+        "v": RECORD_VERSION,
         "text": c.text,
         "finish_reason": c.finish_reason,
         "input_tokens": c.input_tokens,
@@ -662,6 +715,11 @@ def _fill(out: Values, task: JudgeTask, status: str) -> Values:
         for idx in turn.constraint_idxs:
             out.setdefault(idx, (None, "judge", status))
     return out
+
+
+def _audited(tasks: Sequence[JudgeTask]) -> frozenset[int]:
+    """The constraints audit tasks judge (their verdicts are rows of source "audit")."""
+    return frozenset(i for t in tasks if t.audit for turn in t.turns for i in turn.constraint_idxs)
 
 
 def _row(idx: int, inst: Instance, v: bool | None, source: str, status: str) -> dict[str, Any]:

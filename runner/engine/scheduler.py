@@ -14,20 +14,29 @@ instances or models.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import BatchPolicy, BudgetExhausted, EndpointSpec
+from ifsweep.providers.send.params import sent_params
 from ifsweep.runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
 from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
 from ifsweep.runner.store.keys import endpoint_identity, generation_key
 
-SweepStatus = Literal["complete", "budget_exhausted", "interrupted", "failed"]
-EXIT_CODES: dict[SweepStatus, int] = {"complete": 0, "failed": 1, "budget_exhausted": 3, "interrupted": 130}
+# "settled": `[run] stop_when` stopped the models it settled (runner/engine/stopping.py); not a failure.
+SweepStatus = Literal["complete", "settled", "budget_exhausted", "interrupted", "failed"]
+EXIT_CODES: dict[SweepStatus, int] = {
+    "complete": 0,
+    "settled": 0,
+    "failed": 1,
+    "budget_exhausted": 3,
+    "interrupted": 130,
+}
 
 
 @dataclass(slots=True)
@@ -55,6 +64,32 @@ class Work:
     them on disk during a sweep)."""
 
     jobs: tuple[tuple[BenchJob, Sequence[Instance]], ...]
+    # The order pairs are walked in, as (job index, instance position): the benchmarks interleaved
+    # unit by unit (runner/engine/order.py). None: each benchmark's instances in turn, as listed.
+    sequence: Sequence[tuple[int, int]] | None = None
+    # Per job: the sampling units' ids per stratum of everything selected before `limit` (the
+    # population `ifsweep plan` shows and a partial run's estimates weight by); empty if not computed.
+    strata: tuple[Mapping[str, tuple[str, ...]], ...] = ()
+
+    def walk(self) -> Iterator[tuple[BenchJob, Instance]]:
+        """Every (job, instance) once, in the sweep's order."""
+        if self.sequence is None:
+            for job, instances in self.jobs:
+                yield from ((job, inst) for inst in instances)
+            return
+        for b, i in self.sequence:
+            job, instances = self.jobs[b]
+            yield job, instances[i]
+
+
+class StopHook(Protocol):
+    """What `run_models` asks of `[run] stop_when` (runner/engine/stopping.py, LiveStop)."""
+
+    def halted(self, model: str) -> bool: ...
+    async def hold(
+        self, model: str, job: BenchJob, inst: Instance, lead: int, stopped: Callable[[], bool]
+    ) -> bool: ...
+    def after(self, spec: EndpointSpec, job: BenchJob, inst: Instance, outcome: str) -> None: ...
 
 
 # Selects this process's partition by generation key; None = every pair (no key is hashed to decide).
@@ -92,22 +127,20 @@ def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
 
 
 def pairs_for(work: Work, spec: EndpointSpec, keep: Keep) -> Iterator[tuple[BenchJob, Instance]]:
-    """One model's pairs in a deterministic order, lazily: nothing per pair is held in advance."""
-    for job, instances in work.jobs:
-        for inst in instances:
-            if _kept(keep, spec, inst):
-                yield job, inst
+    """One model's pairs in the sweep's order, lazily: nothing per pair is held in advance."""
+    for job, inst in work.walk():
+        if _kept(keep, spec, inst):
+            yield job, inst
 
 
 def all_pairs(
     work: Work, specs: Sequence[EndpointSpec], keep: Keep
 ) -> Iterator[tuple[EndpointSpec, BenchJob, Instance]]:
     """Every model's pairs, reading each spooled instance once for all models."""
-    for job, instances in work.jobs:
-        for inst in instances:
-            for spec in specs:
-                if _kept(keep, spec, inst):
-                    yield spec, job, inst
+    for job, inst in work.walk():
+        for spec in specs:
+            if _kept(keep, spec, inst):
+                yield spec, job, inst
 
 
 def _kept(keep: Keep, spec: EndpointSpec, inst: Instance) -> bool:
@@ -117,7 +150,7 @@ def _kept(keep: Keep, spec: EndpointSpec, inst: Instance) -> bool:
 def partition_key(spec: EndpointSpec, inst: Instance) -> str:
     """The pair's generation key: pairs that share an answer land in the same partition, so no two
     processes pay for it."""
-    return generation_key(endpoint_identity(spec), spec.params, [m.as_dict() for m in inst.messages])
+    return generation_key(endpoint_identity(spec), sent_params(spec), [m.as_dict() for m in inst.messages])
 
 
 async def run_models(
@@ -128,9 +161,13 @@ async def run_models(
     stop: StopControl,
     keep: Keep,
     elastic: Elastic | None = None,
+    hook: StopHook | None = None,
 ) -> None:
     """Run every model's pairs to the end, or until `stop` is set (then in-flight pairs finish).
-    Without `elastic`, every model runs its cap of workers from start to end."""
+    Without `elastic`, every model runs its cap of workers from start to end. `hook` (`[run]
+    stop_when`, runner/engine/stopping.py): sees every pair's outcome, holds a model running ahead of
+    what it has checked and says which pairs need not be sent; without it the loop makes two `is not
+    None` tests per pair."""
     workers: dict[str, int] = {}
     total = 0  # sum of workers.values(), kept beside it: grow() asks after every pair
     budget = worker_budget(cfg.run.concurrency, len(endpoints))
@@ -145,6 +182,9 @@ async def run_models(
             return False
         return elastic.room() and not elastic.congested(label)
 
+    def stopped(label: str) -> bool:
+        return stop.stopped or label in stop.exhausted_models
+
     async def worker(
         endpoint: SupportsComplete, source: Iterator[tuple[BenchJob, Instance]], cap: int
     ) -> None:
@@ -152,19 +192,31 @@ async def run_models(
         label = endpoint.spec.label
         try:
             # Workers of one model share one iterator: next() never awaits, so no pair is taken twice.
-            while not stop.stopped and label not in stop.exhausted_models:
+            while not stopped(label):
                 item = next(source, None)
                 if item is None:
                     return
                 job, inst = item
+                # The hook holds a pair running more than twice the model's workers ahead of what the
+                # rule has checked, so that what a settled model sent past its stop stays small.
+                if hook is not None:
+                    if await hook.hold(label, job, inst, 2 * cap, lambda: stopped(label)):
+                        if hook.halted(label):
+                            return
+                        await anyio.lowlevel.checkpoint()  # a run of skipped pairs must not hold the loop
+                        continue
+                    if stopped(label):  # while the pair was held: it is not sent
+                        return
                 try:
-                    await pipeline.evaluate(endpoint, job, inst)
+                    outcome = await pipeline.evaluate(endpoint, job, inst)
                 except BudgetExhausted as e:
                     if e.scope == label:
                         stop.exhausted_models.add(label)
                     else:  # the sweep's cap, or the judge's, which every model needs
                         stop.stop("budget_exhausted")
                     return
+                if hook is not None:
+                    hook.after(endpoint.spec, job, inst, outcome)
                 if retire(label):
                     return
                 if grow(label, cap):

@@ -21,9 +21,17 @@ import orjson
 
 from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
+from ifsweep.providers.send.params import sent_params
 from ifsweep.runner.config import ConfigError, SweepConfig
 from ifsweep.runner.engine.coordinator import join as join_coordinator
 from ifsweep.runner.engine.coordinator import totals as spend_totals
+from ifsweep.runner.engine.order import (
+    SEEDED_ORDER,
+    interleave,
+    seeded_units,
+    strata_units,
+    units_of,
+)
 from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
 from ifsweep.runner.engine.scheduler import (
     EXIT_CODES,
@@ -35,10 +43,12 @@ from ifsweep.runner.engine.scheduler import (
     all_pairs,
     count_planned,
     run_models,
+    worker_budget,
     worker_cap,
 )
 from ifsweep.runner.store.atomic import atomic_write
 from ifsweep.runner.store.intents import INTENT, SPEND_KINDS, SpendScan, StoreIntents
+from ifsweep.runner.store.keeping import DigestKeeper
 from ifsweep.runner.store.keys import endpoint_identity, older_slots
 from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import (
@@ -46,6 +56,7 @@ from ifsweep.runner.store.manifest import (
     BenchmarkEntry,
     Manifest,
     ModelEntry,
+    carry_plans,
     compare,
     older_records,
     read_manifest,
@@ -53,7 +64,7 @@ from ifsweep.runner.store.manifest import (
     write_manifest,
 )
 from ifsweep.runner.store.seen import Owner
-from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError
+from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError, shard_files
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_sweep_verdicts, planned_verdicts
 from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
@@ -66,6 +77,7 @@ SUMMARY_EVERY_S = 2.0  # how often a running sweep rewrites its summary.json
 
 if TYPE_CHECKING:
     from ifsweep.runner.engine.process import OwnedProcess
+    from ifsweep.runner.engine.stopping import LiveStop, StopWatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +101,7 @@ class SweepResult:
     # Verdicts this run derived anew from stored replies because what they depend on changed (the
     # scoring code, above all: benchmarks/versions.py); each replaced the verdict its slot held.
     rescored: int = 0
+    max_usd: float | None = None  # the sweep's cap in force (`ifsweep run --max-usd`, else the config's)
 
     @property
     def complete(self) -> bool:
@@ -121,23 +134,37 @@ def sweep_plan(cfg: SweepConfig, work: Work) -> SweepPlan:
 
 
 def load_work(cfg: SweepConfig) -> Work:
-    """Every benchmark's instances, validated. Raises ConfigError or DataError; writes nothing."""
-    jobs = []
+    """Every benchmark's instances, validated, in the run's order (`[run] order`,
+    runner/engine/order.py). Raises ConfigError or DataError; writes nothing."""
+    seeded = cfg.run.order == SEEDED_ORDER
+    jobs, units, population = [], [], []
     for i, bc in enumerate(cfg.benchmarks):
         bench = benchmarks.get(bc.name)
         data_dir = bc.data if bc.data is not None else _download(bc.name, bench.release)
-        instances = SpooledInstances(bench.load(data_dir, bc.options), limit=bc.limit)
-        if not instances:
+        # File order keeps `limit` as the first N instances; the seeded order needs them all to draw
+        # its first N units from.
+        spool = SpooledInstances(bench.load(data_dir, bc.options), limit=None if seeded else bc.limit)
+        if not spool:
             raise ConfigError(
                 cfg.path, f"benchmarks[{i}]", f"no {bc.name} instances selected from {data_dir}"
             )
-        jobs.append(
-            (
-                BenchJob(cfg=bc, bench=bench, template_version=bench.template_version(), data_dir=data_dir),
-                instances,
-            )
-        )
-    return Work(jobs=tuple(jobs))
+        found = units_of(spool)
+        # The population a partial run's estimates speak for: every unit selected, before `limit`.
+        population.append(strata_units(found))
+        if seeded:
+            found = seeded_units(found, cfg.run.order_seed, bc.label)[: bc.limit]
+            ordered = SpooledInstances(spool[m] for u in found for m in u.members)
+            spool.close()
+            spool = ordered
+        units.append(found)
+        job = BenchJob(cfg=bc, bench=bench, template_version=bench.template_version(), data_dir=data_dir)
+        jobs.append((job, spool))
+    sequence = interleave([[len(u.members) for u in found] for found in units], cfg.run.order_seed)
+    return Work(
+        jobs=tuple(jobs),
+        sequence=sequence if seeded else None,
+        strata=tuple(population),
+    )
 
 
 def _download(name: str, release: benchmarks.Release) -> Path:
@@ -156,13 +183,50 @@ def needs_judge(work: Work) -> bool:
 
 
 def check_ready(cfg: SweepConfig, work: Work) -> None:
+    if cfg.run.stop_when is not None:
+        check_stop_when(cfg, work)
     if not cfg.judges and needs_judge(work):
         raise ConfigError(
             cfg.path, "judge", "missing: the selected benchmarks need a judge model ([judge] table)"
         )
     from ifsweep.providers.pricing import check_prices
 
-    check_prices(specs_of(cfg), sweep_cap=cfg.run.max_usd is not None)
+    check_prices(specs_of(cfg), sweep_cap=cfg.run.cap_usd is not None)
+
+
+def check_stop_when(cfg: SweepConfig, work: Work) -> None:
+    """`stop_when.metric` must be a headline metric of every benchmark of the config that the watch
+    can score per unit (runner/engine/stopping.py, UNIT_SCORES): each benchmark's units are watched by
+    that metric's contribution, so one a benchmark lacks would leave it unwatched."""
+    stop = cfg.run.stop_when
+    if stop is None or stop.metric is None:
+        return
+    from ifsweep.runner.engine.stopping import UNIT_SCORES
+
+    field = "run.stop_when.metric"
+    heads = {job.cfg.label: {m for bm in job.bench.metrics() for m in bm.headline} for job, _ in work.jobs}
+    known = sorted(set().union(*heads.values()))
+    if stop.metric not in known:
+        raise ConfigError(
+            cfg.path,
+            field,
+            f"unknown metric {stop.metric!r}; these benchmarks' headline metrics: {', '.join(known)}",
+        )
+    for label, names in heads.items():
+        if stop.metric not in names:
+            raise ConfigError(
+                cfg.path,
+                field,
+                f"{stop.metric!r} is not a metric of benchmark {label!r} (its headline metrics: "
+                f"{', '.join(sorted(names))}); give a metric every benchmark has, or leave `metric` out",
+            )
+    if stop.metric not in UNIT_SCORES:
+        raise ConfigError(
+            cfg.path,
+            field,
+            f"{stop.metric!r} is not a per-unit score the sweep can watch (it is counted over a group's "
+            f"levels); watchable: {', '.join(m for m in known if m in UNIT_SCORES)}",
+        )
 
 
 async def run_sweep(
@@ -178,12 +242,22 @@ async def run_sweep(
     program that owns the process passes `process` (the CLI: signal handling, the GC freeze, malloc
     settings; runner/engine/process.py). Cancelling the task that awaits it stops the sweep: what was
     stored is flushed, the summary says "interrupted", and running it again resumes."""
+    if partition is not None and cfg.run.stop_when is not None:
+        # Each partition sees part of every model's units: none could tell when a model is settled.
+        raise ConfigError(
+            cfg.path, "run.stop_when", "needs the whole sweep in one process; not with partitions"
+        )
     if process is not None:
         process.prepare()
     writer_id = "main" if partition is None else f"p{partition[0]}of{partition[1]}"
     retry = cfg.run.retry_errors if retry_errors is None else retry_errors
     lock, store, older = _open_run(cfg, work, writer_id, retry, shared=partition is not None)
     run = _Run(cfg, work, store, writer_id, retry, process, started=time.time())
+    if cfg.run.stop_when is not None:
+        # Only a sweep that asks for it loads the confidence sequences (and with them metrics' Polars).
+        from ifsweep.runner.engine.stopping import build_watch
+
+        run.watch = build_watch(cfg.run.stop_when, [s.label for s in cfg.models], work.jobs)
     if older:  # once per directory: its verdicts under keys of the older scheme, by slot
         run.older_slots = older_slots(store.iter_records({"verdict"}))
     try:
@@ -305,6 +379,7 @@ class _Run:
     coordinator: Any = None
     books: _Books | None = None
     older_slots: frozenset[str] = frozenset()  # slots holding a verdict of the older key scheme
+    watch: StopWatch | None = None  # `[run] stop_when`'s live check (runner/engine/stopping.py)
 
     @property
     def run_dir(self) -> Path:
@@ -332,6 +407,7 @@ class _Ended:
     status: SweepStatus
     message: str
     still_open: int  # batches left running at the provider
+    watch: StopWatch | None = None
 
 
 async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
@@ -342,7 +418,10 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     cfg = run.cfg
     tally = SpendTally()
     shared_at = None
-    spent = _already_spent(run.store, tally)
+    # Without a coordinator a partition's caps bind its own process (docs/resume.md): it starts from
+    # what its own writer spent; the directory's whole spend is `ifsweep status`'s to add up.
+    own = run.writer_id if partition is not None and cfg.run.coordinator is None else None
+    spent = _already_spent(run.store, tally, own)
     if cfg.run.coordinator is not None:
         run.coordinator, baseline = await join_coordinator(
             cfg.run.coordinator, run.run_dir, run.writer_id, give_up_s=cfg.run.coordinator_timeout_s
@@ -363,7 +442,7 @@ async def _open_books(run: _Run, partition: tuple[int, int] | None) -> _Books:
     state = ProgressState(
         counters=counters,
         spent=lambda label: budget.spent_usd if label is None else budget.spent_by(label),
-        caps={None: cfg.run.max_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
+        caps={None: cfg.run.cap_usd, **{s.label: s.max_usd for s in specs_of(cfg)}},
         plan=sweep_plan(cfg, run.work),
     )
     if run.coordinator is not None:
@@ -400,8 +479,13 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
             retry_errors=run.retry,
             counters=books.counters,
             replacing=run.older_slots,
+            # Judge tasks alive at once per judge: as many as the workers a sweep may run, whatever
+            # number of tasks each pair plans (runner/engine/admission.py).
+            judge_slots=worker_budget(cfg.run.concurrency, len(endpoints)),
         )
         state.judges = pipeline.judge_counters
+        if run.watch is not None:
+            state.stopping = run.watch.view
         pairs = sum(c.planned for c in books.counters.values())
         for jc in pipeline.judge_counters.values():
             jc.planned = pairs
@@ -418,13 +502,14 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
                 async with anyio.create_task_group() as outer:
                     await _start_helpers(run, books, outer, pool, stop, progress)
                     try:
-                        await run_models(cfg, run.work, pipeline, endpoints, stop, books.keep, elastic)
+                        hook = _live_stop(run.watch, pipeline)
+                        await run_models(cfg, run.work, pipeline, endpoints, stop, books.keep, elastic, hook)
                     finally:
                         outer.cancel_scope.cancel()
         except Exception as e:  # a bug or an I/O failure: the run stays resumable
             status, message = "failed", _describe(e)
         still_open = sum(len(b.open_batches()) for b in pool.batch_endpoints)
-    return _Ended(stop, pipeline, status, message, still_open)
+    return _Ended(stop, pipeline, status, message, still_open, run.watch)
 
 
 async def _start_helpers(
@@ -460,7 +545,8 @@ def _ending(
             [*sorted(stop.exhausted_models), *(f"judge {j}" for j in sorted(judges_out))]
         )
     elif status == "complete" and any(c.done + c.errors < c.planned for c in counters.values()):
-        status, message = "failed", "some pairs did not finish"
+        settled = ended.watch is not None and ended.watch.settled_models
+        status, message = ("settled", "") if settled else ("failed", "some pairs did not finish")
     if ended.still_open and status != "complete":
         # Left running at the provider (never cancelled on exit): the next run collects them.
         n = ended.still_open
@@ -487,8 +573,12 @@ async def _finish(run: _Run, books: _Books, ended: _Ended) -> SweepResult:
         except IncompleteVerdicts as e:
             status, message = "failed", str(e)
     errors = sum(c.errors for c in counters.values())
-    if status == "complete" and errors:
+    if status in ("complete", "settled") and errors:
         status = "failed"  # said below, once the kinds are counted
+    if status == "settled" and run.watch is not None:
+        from ifsweep.runner.engine.stopping import plan_cost, stop_message
+
+        message = stop_message(run.watch, plan_cost(counters, _spent_by_group(books.tally, counters)))
     try:
         run.store.flush()
     except DiskFullError as e:
@@ -527,7 +617,7 @@ def _errors_by_kind(store: Any, cfg: SweepConfig, work: Work, keep: Keep) -> dic
     planned = {
         (s.label, job.cfg.label, inst.instance_id) for s, job, inst in all_pairs(work, cfg.models, keep)
     }
-    return tally.by_kind(planned.__contains__)
+    return tally.by_kind(lambda pair, _judge: pair in planned)
 
 
 def _owners(pipeline: Pipeline, cfg: SweepConfig, work: Work, keep: Keep) -> Iterator[Owner]:
@@ -550,7 +640,8 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
     from ifsweep.runner.store.shards import record_key
 
     def entry(spec: EndpointSpec) -> ModelEntry:
-        return ModelEntry(model=spec.model, params=dict(spec.params), endpoint=endpoint_identity(spec))
+        params, sent = dict(spec.params), sent_params(spec)
+        return ModelEntry(model=spec.model, params=params, endpoint=endpoint_identity(spec), sent=sent)
 
     return Manifest(
         ifsweep_version=_version(),
@@ -562,17 +653,27 @@ def build_manifest(cfg: SweepConfig, work: Work) -> Manifest:
                 scoring=job.cfg.scoring,
                 settings={"reask": job.cfg.reask, **dict(job.cfg.options)},
                 instances=tuple(inst.instance_id for inst in instances),
+                strata=work.strata[i] if work.strata else None,
+                data_path=str(_data_dir(job).resolve()),
             )
-            for job, instances in work.jobs
+            for i, (job, instances) in enumerate(work.jobs)
         },
         models={s.label: entry(s) for s in cfg.models},
         judge=entry(cfg.judge) if cfg.judge is not None else None,
         judges={s.label: entry(s) for s in cfg.judges},
         judge_order=tuple(s.label for s in cfg.judges),
         model_order=tuple(s.label for s in cfg.models),
+        benchmark_order=tuple(job.cfg.label for job, _ in work.jobs),
         budget_usd=cfg.run.max_usd,
         limits={"concurrency": cfg.run.concurrency},
+        order=_order_entry(cfg),
     )
+
+
+def _order_entry(cfg: SweepConfig) -> dict[str, Any]:
+    if cfg.run.order == SEEDED_ORDER:
+        return {"kind": cfg.run.order, "seed": cfg.run.order_seed}
+    return {"kind": cfg.run.order}
 
 
 def _data_dir(job: BenchJob) -> Path:
@@ -614,7 +715,7 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> bool:
         raise IncompatibleRun(why)
     if old is not None:
         old = relabel_legacy_judge(old, new)
-        verdict = compare(old, new)
+        verdict = compare(old, new, has_results=_has_results(run_dir))
         if not verdict.ok:
             raise IncompatibleRun(f"{run_dir}: {verdict.message()}")
         # Keep what the earlier run recorded for benchmarks and models this config leaves out.
@@ -629,9 +730,12 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> bool:
             judges={**old.judges, **new.judges},
             judge_order=new.judge_order,
             model_order=new.model_order,
+            benchmark_order=new.benchmark_order,
             budget_usd=new.budget_usd,
             limits=new.limits,
+            order=new.order,
         )
+        new = carry_plans(old, new)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_manifest(run_dir, new)
@@ -642,6 +746,11 @@ def prepare_run_dir(run_dir: Path, cfg: SweepConfig, work: Work) -> bool:
             cfg.path, "run.output_dir", f"cannot write to {run_dir}: {e.strerror or e}"
         ) from None
     return older
+
+
+def _has_results(run_dir: Path) -> bool:
+    """Whether any shard of RUN_DIR holds a record (an earlier run may have left empty ones)."""
+    return any(path.stat().st_size > 0 for _, _, path in shard_files(run_dir))
 
 
 def _describe(e: BaseException) -> str:
@@ -657,7 +766,7 @@ def _budget(cfg: SweepConfig, spent: SpendScan, coordinator: Any) -> Any:
     from ifsweep.providers.budget import Budget
 
     budget = Budget(
-        cfg.run.max_usd, spent_usd=spent.total, shared=coordinator.ledger if coordinator else None
+        cfg.run.cap_usd, spent_usd=spent.total, shared=coordinator.ledger if coordinator else None
     )
     budget.worst_case_usd = spent.worst_case
     for spec in specs_of(cfg):
@@ -665,12 +774,12 @@ def _budget(cfg: SweepConfig, spent: SpendScan, coordinator: Any) -> Any:
     return budget
 
 
-def _already_spent(store: Any, tally: SpendTally) -> SpendScan:
-    """Dollars recorded in the shards, so a resumed run's caps count what earlier runs spent, calls a
-    kill cut off included (their intents, at their worst case); each call record also goes into
-    `tally` (the summary's per-(model, benchmark) spend)."""
+def _already_spent(store: Any, tally: SpendTally, writer: str | None = None) -> SpendScan:
+    """Dollars recorded in the shards (by `writer` alone, if given), so a resumed run's caps count what
+    earlier runs spent, calls a kill cut off included (their intents, at their worst case); each call
+    record also goes into `tally` (the summary's per-(model, benchmark) spend)."""
     scan = SpendScan()
-    for rec in store.iter_records(SPEND_KINDS):
+    for rec in store.iter_records(SPEND_KINDS, writer=writer):
         if rec["kind"] != INTENT:
             tally.add(rec)
         scan.add(rec)
@@ -709,21 +818,44 @@ def _result(
         worst_case_usd=budget.worst_case_usd,
         message=message,
         rescored=sum(c.rescored for c in counters.values()),
+        max_usd=budget.max_usd,
     )
 
 
+def _live_stop(watch: StopWatch | None, pipeline: Pipeline) -> LiveStop | None:
+    """The scheduler's hook for `[run] stop_when`, None without it (nothing of stopping.py is loaded)."""
+    if watch is None:
+        return None
+    from ifsweep.runner.engine.stopping import LiveStop
+
+    return LiveStop(watch, pipeline)
+
+
+def _spent_by_group(
+    tally: SpendTally, counters: dict[tuple[str, str], Counters]
+) -> dict[tuple[str, str], float]:
+    return {g: float(tally.fields(g)["spent_usd"]) for g in counters}
+
+
 async def _write_summary_every(run: _Run, books: _Books, trim: Callable[[], None] | None) -> None:
-    while True:
-        await anyio.sleep(SUMMARY_EVERY_S)
-        result = _result("complete", books.counters, books.budget, "")
-        data = summary_bytes(
-            "running", result, books.counters, books.tally, run.started, books.state, books.shared_at
-        )
-        # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
-        # every answer waiting to be read. The body was built here, where the counters live.
-        await anyio.to_thread.run_sync(atomic_write, run.run_dir / summary_name(run.writer_id), data)
-        if trim is not None:
-            await anyio.to_thread.run_sync(trim)
+    # The shards' digest kept as they grow, by a child process (runner/store/keeping.py): the first
+    # `ifsweep status` of this run parses the last round's bytes, not the whole run.
+    keeper = DigestKeeper(run.run_dir)
+    try:
+        while True:
+            await anyio.sleep(SUMMARY_EVERY_S)
+            result = _result("complete", books.counters, books.budget, "")
+            data = summary_bytes(
+                "running", result, books.counters, books.tally, run.started, books.state, books.shared_at
+            )
+            # The fsync can take tens of ms on a busy disk: not on the event loop, where it would hold
+            # every answer waiting to be read. The body was built here, where the counters live.
+            await anyio.to_thread.run_sync(atomic_write, run.run_dir / summary_name(run.writer_id), data)
+            if trim is not None:
+                await anyio.to_thread.run_sync(trim)
+            keeper.poke()
+    finally:
+        keeper.close()
 
 
 def write_summary(
@@ -770,6 +902,7 @@ def summary_bytes(
         # charged for calls whose bill is unknown (cut off, cancelled or killed in flight).
         "paid_usd": max(0.0, result.spent_usd - result.worst_case_usd),
         "worst_case_usd": result.worst_case_usd,
+        "max_usd": result.max_usd,
         "started_at": started,
         "updated_at": time.time(),
         "by_model": [
@@ -785,6 +918,10 @@ def summary_bytes(
             for (model, bench), c in sorted(counters.items())
         ],
     }
+    if state is not None and state.stopping is not None:  # `[run] stop_when`: runner/engine/stopping.py
+        from ifsweep.runner.engine.stopping import plan_cost
+
+        body["stop_when"] = {**state.stopping(), **plan_cost(counters, _spent_by_group(tally, counters))}
     if state is not None:  # what `ifsweep status` needs to redo the ETA (runner/watch/status.py)
         body.update(state.summary_fields())
     if coordinator is not None:

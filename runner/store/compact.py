@@ -23,6 +23,7 @@ import orjson
 import polars as pl
 
 from ifsweep.metrics import VERDICT_SCHEMA
+from ifsweep.runner.store.digest import VERDICT_RECORD_SCHEMA, read_digest, verdict_records
 from ifsweep.runner.store.shards import DamageReport, scan_shards, shard_files
 
 __all__ = [
@@ -41,31 +42,6 @@ __all__ = [
 COMPACT_DIR = "compact"
 _STATE = "state.json"
 
-_ROW_SCHEMA = pl.Struct(
-    {
-        "constraint_idx": pl.Int64,
-        "instruction_idx": pl.Int64,
-        "constraint_type": pl.String,
-        "priority": pl.String,
-        "satisfied": pl.Boolean,
-        "source": pl.String,
-        "status": pl.String,
-    }
-)
-_VERDICT_RECORD_SCHEMA: dict[str, pl.DataType] = {
-    "key": pl.String(),
-    "benchmark": pl.String(),
-    "model": pl.String(),
-    "judge": pl.String(),
-    "scoring": pl.String(),
-    "instance_id": pl.String(),
-    "group_id": pl.String(),
-    "level": pl.Int64(),
-    "category": pl.String(),
-    "split": pl.String(),
-    "rows": pl.List(_ROW_SCHEMA),
-    "ts": pl.Float64(),
-}
 # One current verdict per slot (runner.store.keys.verdict_key). A slot's key is its identity, so the
 # newest record per key is already one per slot; a directory written when verdict keys also held what
 # the verdict depends on may have several under old keys, of which the newest is the current one.
@@ -138,15 +114,40 @@ def _frame(lines: list[bytes], schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _verdict_rows(lines: list[bytes], run: str) -> pl.DataFrame:
-    recs = _frame(lines, _VERDICT_RECORD_SCHEMA).sort("ts", nulls_last=False)
+    return verdict_rows_of(verdict_records(lines), run)
+
+
+def verdict_rows_of(records: pl.DataFrame, run: str, at: pl.Series | None = None) -> pl.DataFrame:
+    """Verdict records (newest per key; `at`: the row numbers of those, in order, `records` whole
+    when None) as verdict rows: the newest of each slot, one row per constraint (VERDICT_COLUMNS).
+    The order is decided over the slot and `ts` columns alone, then the records are taken once: each
+    sort of the records themselves copied their nested rows (150 MB at full size)."""
+    narrow = records.select(*_SLOT, "ts").with_row_index("_i")
+    narrow = narrow if at is None else narrow[at]
+    pick = narrow.sort("ts", nulls_last=False).unique(_SLOT, keep="last", maintain_order=True)["_i"]
+    # One chunk first: a gather across the digest's parts' chunks copied their nested rows' strings
+    # over again (160 MB at full size, against 100 MB rechunked).
     rows = (
-        recs.unique(_SLOT, keep="last", maintain_order=True)
+        records.rechunk()[pick]
         .filter(pl.col("rows").list.len() > 0)
         .explode("rows")
         .unnest("rows")
         .with_columns(pl.lit(run, pl.String).alias("run"))
     )
     return rows.select([pl.col(c).cast(t) for c, t in VERDICT_COLUMNS.items()])
+
+
+def newest_per_key(records: pl.DataFrame) -> pl.Series:
+    """`latest_lines`' rule over records in read order (columns `key`, `is_error`, `file_no`,
+    `offset`): per key the newest success, else the newest error; the row numbers of those, in the
+    order keys first appear."""
+    ordered = records.select(
+        "key", "is_error", (pl.col("file_no") * (1 << 40) + pl.col("offset")).alias("_ord")
+    ).with_row_index("_i")
+    ok = pl.col("_ord").filter(~pl.col("is_error")).max().over("key")
+    win = pl.coalesce(ok, pl.col("_ord").max().over("key"))
+    first = pl.col("_ord").min().over("key")
+    return ordered.filter(pl.col("_ord") == win).with_columns(first.alias("_first")).sort("_first")["_i"]
 
 
 def _calls(kind: str, lines: list[bytes]) -> pl.DataFrame:
@@ -274,20 +275,30 @@ def _fresh(run_dir: Path, run: str) -> bool:
     )
 
 
-def load_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.DataFrame:
+def load_verdict_rows(run_dir: Path, *, run: str | None = None, audit: bool = False) -> pl.DataFrame:
     """Verdict rows (VERDICT_COLUMNS), newest verdict per key; from Parquet when it is current."""
-    return scan_verdict_rows(run_dir, run=run).collect()
+    return scan_verdict_rows(run_dir, run=run, audit=audit).collect()
 
 
-def scan_verdict_rows(run_dir: Path, *, run: str | None = None) -> pl.LazyFrame:
+def scan_verdict_rows(
+    run_dir: Path, *, run: str | None = None, damaged: list[DamageReport] | None = None, audit: bool = False
+) -> pl.LazyFrame:
     """`load_verdict_rows` as a lazy plan: over a current Parquet file a scan, so metrics stream it
     in batches whatever its size (`ifsweep compact` first, for a run too large to hold); otherwise the
-    newest verdicts read from the shards."""
+    newest verdicts read from the shards. Rows of source "audit" (a judge's verdicts on constraints a
+    rule decides, for `ifsweep audit`) only with `audit`: no metric, count or view ever sees them."""
     run_dir = Path(run_dir)
     name = run or _run_name(run_dir)
     if _fresh(run_dir, name):
-        return pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
-    return _verdict_rows(latest_lines(run_dir, ("verdict",))["verdict"], name).lazy()
+        rows = pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
+    else:
+        # The shards' digest (runner/store/digest.py): only bytes no reader has read yet are parsed.
+        digest = read_digest(run_dir, records=False)
+        if damaged is not None:
+            damaged.extend(digest.damaged)
+        found = digest.verdicts
+        rows = verdict_rows_of(found.select(list(VERDICT_RECORD_SCHEMA)), name, newest_per_key(found)).lazy()
+    return rows if audit else rows.filter(pl.col("source").ne_missing("audit"))  # a null source stays
 
 
 def load_call_records(run_dir: Path) -> pl.DataFrame:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
+from math import fsum
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,17 @@ from ifsweep.runner.store.keys import KEY_SCHEMA
 from ifsweep.runner.store.locks import writer_running
 from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, shard_files
 
-__all__ = ["INTENT", "SPEND_KINDS", "SpendScan", "StoreIntents", "WriterSpend", "record_spend", "run_spend"]
+__all__ = [
+    "INTENT",
+    "SPEND_KINDS",
+    "SpendScan",
+    "StoreIntents",
+    "WriterSpend",
+    "record_spend",
+    "run_spend",
+    "spend_label",
+    "spend_number",
+]
 
 INTENT = "intent"
 # The records a run's spend is read from: the calls, and the intents of calls that never came back.
@@ -50,10 +62,20 @@ class StoreIntents:
         return ident
 
 
+def spend_label(kind: object, model: object, judge: object) -> str | None:
+    """The label a call record of `kind` is charged to: its judge for a judgment, else its model."""
+    label = judge if kind == "judgment" else model
+    return None if label is None else str(label)
+
+
+def spend_number(v: object) -> float:
+    """A stored dollar field as spend counts it: a number, else (missing, null, not a number) 0."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+
+
 def record_spend(rec: Mapping[str, Any]) -> tuple[str | None, float]:
     """(label, dollars) a stored call record was charged to: its judge for a judgment, else its model."""
-    label = rec.get("judge") if rec.get("kind") == "judgment" else rec.get("model")
-    return (str(label) if label is not None else None), float(rec.get("cost_usd") or 0.0)
+    return spend_label(rec.get("kind"), rec.get("model"), rec.get("judge")), spend_number(rec.get("cost_usd"))
 
 
 @dataclass(slots=True)
@@ -61,38 +83,71 @@ class SpendScan:
     """The spend of one writer's records (or a whole run's), read in shard order: every call record's
     cost (superseded errors too: they were paid for), plus the worst case of every intent that no
     result resolves. An intent and its result come from one writer, in that order, so only the
-    intents of calls in flight at a time are ever held here."""
+    intents of calls in flight at a time are ever held here.
+
+    The one rule of a run's spend: the sweep feeds it record by record (`add`), `ifsweep status` a
+    digest part's dollars per label at a time (`add_costs`, runner/watch/tallied.py); `finish` sums each
+    label's dollars with math.fsum, exactly rounded whatever the order or grouping they came in, so
+    both readers get the same figures to the last bit (tests/test_spend_rule.py)."""
 
     total: float = 0.0
     by: dict[str, float] = field(default_factory=dict)
     worst_case: float = 0.0  # of `total`: worst cases charged for calls whose bill is unknown
     orphans: int = 0  # intents without a result (calls cut off by a kill)
     _open: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+    # Dollars not summed yet, per label (None: a record naming none), and the worst cases among them.
+    _costs: dict[str | None, list[Iterable[float]]] = field(default_factory=dict)
+    _worst: list[Iterable[float]] = field(default_factory=lambda: [[]])
 
     def add(self, rec: Mapping[str, Any]) -> None:
         if rec.get("kind") == INTENT:
-            self._open[str(rec["key"])] = (rec.get("label"), float(rec.get("worst_usd") or 0.0))
+            self._open[str(rec["key"])] = (rec.get("label"), spend_number(rec.get("worst_usd")))
             return
         for ident in rec.get("intents") or ():
             self._open.pop(ident, None)
         label, cost = record_spend(rec)
-        self._charge(label, cost)
-        self.worst_case += float(rec.get("worst_case_usd") or 0.0)
+        self._dollars(label).append(cost)
+        self._first(self._worst).append(spend_number(rec.get("worst_case_usd")))
+
+    def add_costs(self, label: str | None, costs: Iterable[float], worst_cases: Iterable[float]) -> None:
+        """Many call records of one label at once: their costs and worst-case parts (as `add` reads
+        them from each record)."""
+        self._costs.setdefault(label, [[]]).append(costs)
+        self._worst.append(worst_cases)
+
+    def open_intent(self, ident: str, label: str | None, worst: float) -> None:
+        self._open[ident] = (label, worst)
 
     def finish(self, *, charge_open: bool = True) -> SpendScan:
         """Charge the intents left open (call it once every record was added). `charge_open=False`:
         they are calls still in flight of a live process, which holds them itself."""
         for label, worst in self._open.values() if charge_open else ():
-            self._charge(label, worst)
-            self.worst_case += worst
-            self.orphans += 1
+            self.charge_open(label, worst)
         self._open.clear()
+        every = [c for chunks in self._costs.values() for c in chunks]
+        self.total += fsum(chain.from_iterable(every))
+        for label, chunks in self._costs.items():
+            if label is not None:
+                self.by[label] = self.by.get(label, 0.0) + fsum(chain.from_iterable(chunks))
+        self.worst_case += fsum(chain.from_iterable(self._worst))
+        self._costs, self._worst = {}, [[]]
         return self
 
-    def _charge(self, label: str | None, dollars: float) -> None:
-        self.total += dollars
-        if label is not None:
-            self.by[label] = self.by.get(label, 0.0) + dollars
+    def charge_open(self, label: str | None, worst: float) -> None:
+        """Charge one intent no result resolved at its worst case (what `finish` does for each); summed
+        by the next `finish`."""
+        self._dollars(label).append(worst)
+        self._first(self._worst).append(worst)
+        self.orphans += 1
+
+    def _dollars(self, label: str | None) -> list[float]:
+        return self._first(self._costs.setdefault(label, [[]]))
+
+    @staticmethod
+    def _first(chunks: list[Iterable[float]]) -> list[float]:
+        first = chunks[0]
+        assert isinstance(first, list)  # the chunk `add` appends to, one value at a time
+        return first
 
 
 @dataclass(slots=True)

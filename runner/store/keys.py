@@ -2,7 +2,13 @@
 and verdicts (sha256 of canonical JSON, `runner.store.shards.record_key`).
 
 - A generation depends on the endpoint that answers (provider, base URL, the model name the provider
-  sees, the send path), the decoding params and the messages. Not on the config id or the key variable:
+  sees, the send path), the params and the messages as they are sent: the params of
+  `providers.send.params.sent_params` (a reasoning model's max_completion_tokens, no sampling
+  parameter), the conversation of `providers.send.conversation.conversation`, the two functions every
+  route builds its request from. So the key changes exactly when the request does: a reasoning
+  setting that changes it is sent again on resume, and one that does not re-buys nothing. (Where the
+  sent params equal the config's, as for every model but reasoning ones, keys are those of before.)
+  Not on the config id or the key variable:
   two model ids on one endpoint share their answers, two on different endpoints never do.
 - A judge call depends on the judge's endpoint, its params, the messages and the ask index, not on the
   instance: identical judge conversations may share a reply.
@@ -26,6 +32,7 @@ from typing import Any
 
 from ifsweep.providers.pool import resolve_route
 from ifsweep.providers.records import EndpointSpec
+from ifsweep.providers.send.conversation import conversation
 from ifsweep.runner.store.shards import record_key
 
 __all__ = [
@@ -48,8 +55,13 @@ Identity = Mapping[str, str | None]
 
 def endpoint_identity(spec: EndpointSpec) -> Identity:
     """Where `spec`'s requests go and under which name: what an answer depends on besides the request.
-    litellm is imported only when the model string needs it to be resolved (as for sending)."""
-    return _route_identity(spec.model, spec.api_base, spec.force_litellm)
+    litellm is imported only when the model string needs it to be resolved (as for sending). A spec
+    with a `server_id` is named by it instead of its api_base: the same server on another port (the
+    simulator restarted without --port, the demo's own) gives the same answers, hence the same keys."""
+    identity = _route_identity(spec.model, spec.api_base, spec.force_litellm)
+    if spec.server_id is None:
+        return identity
+    return {**{k: v for k, v in identity.items() if k != "api_base"}, "server": spec.server_id}
 
 
 @functools.cache
@@ -60,17 +72,26 @@ def _route_identity(model: str, api_base: str | None, force_litellm: bool) -> Id
     return {"provider": route.provider, "api_base": base, "model": route.model, "path": route.path}
 
 
+def _sent(endpoint: Identity, messages: Sequence[Mapping[str, str]]) -> Sequence[Mapping[str, Any]]:
+    """The conversation the endpoint's provider is sent (providers/send/conversation.py): a key names
+    the request body, whichever route sends it."""
+    return conversation(endpoint.get("provider") or "", messages)
+
+
 def generation_key(
     endpoint: Identity, params: Mapping[str, Any], messages: Sequence[Mapping[str, str]]
 ) -> str:
-    return record_key({"t": "gen", "endpoint": dict(endpoint), "params": dict(params), "messages": messages})
+    """`params`: what the request carries (`sent_params`; a manifest's `ModelEntry.keyed_params`)."""
+    sent = _sent(endpoint, messages)
+    return record_key({"t": "gen", "endpoint": dict(endpoint), "params": dict(params), "messages": sent})
 
 
 def judge_key(
     endpoint: Identity, params: Mapping[str, Any], messages: Sequence[Mapping[str, str]], ask: int
 ) -> str:
+    sent = _sent(endpoint, messages)
     return record_key(
-        {"t": "judge", "endpoint": dict(endpoint), "params": dict(params), "messages": messages, "ask": ask}
+        {"t": "judge", "endpoint": dict(endpoint), "params": dict(params), "messages": sent, "ask": ask}
     )
 
 

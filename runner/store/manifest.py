@@ -25,10 +25,13 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "BenchmarkEntry",
     "Compatibility",
+    "EarlierPlan",
     "Manifest",
     "ManifestError",
     "ModelEntry",
+    "carry_plans",
     "compare",
+    "newest_tables",
     "older_records",
     "planned_instances",
     "read_manifest",
@@ -65,6 +68,12 @@ class BenchmarkEntry:
     # a lowered `limit` leaves the earlier verdicts valid, only outside the plan).
     instances: tuple[str, ...] | None = None
     template_scheme: int = TEMPLATE_SCHEME
+    # The sampling units' ids per stratum (runner/engine/order.py) of everything selected before
+    # `limit`: what a partial run's estimates are post-stratified by. None where not kept.
+    strata: Mapping[str, tuple[str, ...]] | None = None
+    # Where the newest run read the data (the config's `data`, or the verified download): the viewer
+    # looks there first, and takes it while its hash is data_hash. None where written before it was kept.
+    data_path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,26 @@ class ModelEntry:
     params: Mapping[str, Any] = field(default_factory=dict)  # decoding params that shape the answers
     # Where the answers come from (runner.store.keys.endpoint_identity): provider, api_base, model, path.
     endpoint: Mapping[str, Any] = field(default_factory=dict)
+    # What its requests carry besides model and messages (providers/send/params.sent_params: a reasoning
+    # model's max_completion_tokens and no sampling parameter), which result keys hash. None in manifests
+    # written before it was kept: their keys hashed `params`. Never compared: another request is another
+    # key, and a resume sends it.
+    sent: Mapping[str, Any] | None = None
+
+    @property
+    def keyed_params(self) -> Mapping[str, Any]:
+        """The params its result keys hash (runner.store.keys): what was sent."""
+        return self.params if self.sent is None else self.sent
+
+
+@dataclass(frozen=True, slots=True)
+class EarlierPlan:
+    """The instances an earlier config selected for models the newest config no longer runs on that
+    benchmark (a model dropped, a benchmark left out): their verdicts are read against the plan they
+    were made for, not the newest one (runner/store/current.py)."""
+
+    models: tuple[str, ...]
+    instances: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +119,14 @@ class Manifest:
     judges: Mapping[str, ModelEntry] = field(default_factory=dict)
     judge_order: tuple[str, ...] = ()  # the configured panel's ids, in config order
     model_order: tuple[str, ...] = ()  # the configured models' ids, in config order (reports list them so)
+    # The newest config's benchmark tables, in config order; None in manifests written before it was
+    # kept (then every table with `instances` counts as the newest config's).
+    benchmark_order: tuple[str, ...] | None = None
+    # Per benchmark table, the plans of models an earlier config ran it with and the newest does not.
+    earlier_plans: Mapping[str, tuple[EarlierPlan, ...]] = field(default_factory=dict)
+    # How the plan is walked: {"kind": "seeded", "seed": N} or {"kind": "file"}. None: written before
+    # it was kept (never compared, so such a run resumes).
+    order: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.judge is not None and not self.judges:  # built the way manifests were before panels
@@ -112,6 +149,8 @@ class Manifest:
                     "scoring": b.scoring,
                     "settings": dict(b.settings),
                     **({} if b.instances is None else {"instances": list(b.instances)}),
+                    **({} if b.strata is None else {"strata": {k: list(v) for k, v in b.strata.items()}}),
+                    **({} if b.data_path is None else {"data_path": b.data_path}),
                 }
                 for name, b in sorted(self.benchmarks.items())
             },
@@ -120,9 +159,15 @@ class Manifest:
             "judges": {jid: _model_dict(m) for jid, m in sorted(self.judges.items())},
             "judge_order": list(self.judge_order),
             "model_order": list(self.model_order),
+            **({} if self.benchmark_order is None else {"benchmark_order": list(self.benchmark_order)}),
+            "earlier_plans": {
+                name: [{"models": list(p.models), "instances": list(p.instances)} for p in plans]
+                for name, plans in sorted(self.earlier_plans.items())
+            },
             "scoring_modes": list(self.scoring_modes),
             "budget_usd": self.budget_usd,
             "limits": dict(sorted(self.limits.items())),
+            **({} if self.order is None else {"order": dict(self.order)}),
         }
 
     @classmethod
@@ -178,11 +223,15 @@ class Manifest:
             judges=judges,
             judge_order=tuple(order),
             model_order=tuple(r.ids(top, "model_order")),  # absent where written before it was kept
+            benchmark_order=tuple(r.ids(top, "benchmark_order")) if "benchmark_order" in top else None,
+            earlier_plans=r.earlier(top.get("earlier_plans", {})),
+            order=r.table(top["order"], "order") if "order" in top else None,
         )
 
 
 def _model_dict(m: ModelEntry) -> dict[str, Any]:
-    return {"model": m.model, "params": dict(m.params), "endpoint": dict(m.endpoint)}
+    sent = {} if m.sent is None else {"sent": dict(m.sent)}
+    return {"model": m.model, "params": dict(m.params), "endpoint": dict(m.endpoint), **sent}
 
 
 def planned_instances(run_dir: Path) -> dict[str, frozenset[str]]:
@@ -222,7 +271,18 @@ class _Reader:
             settings=self.table(b.get("settings", {}), f"{where}.settings"),
             instances=None if instances is None else tuple(instances),
             template_scheme=self.get(b, where, "template_scheme", int) if "template_scheme" in b else 1,
+            strata=self.strata(b.get("strata"), f"{where}.strata"),
+            data_path=self.get(b, where, "data_path", str) if "data_path" in b else None,
         )
+
+    def strata(self, v: object, where: str) -> dict[str, tuple[str, ...]] | None:
+        if v is None:
+            return None
+        t = self.table(v, where)
+        for name, ids in t.items():
+            if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+                raise ManifestError(f"{self.source}: field '{where}.{name}': expected a list of unit ids")
+        return {name: tuple(ids) for name, ids in t.items()}
 
     def get(self, d: Mapping[str, Any], where: str, name: str, typ: type) -> Any:
         v = d.get(name)
@@ -231,12 +291,28 @@ class _Reader:
             raise ManifestError(f"{self.source}: field '{path}': expected {typ.__name__}, got {v!r}")
         return v
 
-    def ids(self, d: Mapping[str, Any], name: str) -> list[str]:
+    def ids(self, d: Mapping[str, Any], name: str, where: str = "") -> list[str]:
         """A list of config ids (empty when the field is absent)."""
         v = d.get(name, [])
         if not isinstance(v, list) or not all(isinstance(i, str) for i in v):
-            raise ManifestError(f"{self.source}: field '{name}': expected a list of ids, got {v!r}")
+            path = f"{where}.{name}" if where else name
+            raise ManifestError(f"{self.source}: field '{path}': expected a list of ids, got {v!r}")
         return v
+
+    def earlier(self, raw: object) -> dict[str, tuple[EarlierPlan, ...]]:
+        out: dict[str, tuple[EarlierPlan, ...]] = {}
+        for name, plans in self.table(raw, "earlier_plans").items():
+            where = f"earlier_plans.{name}"
+            if not isinstance(plans, list):
+                raise ManifestError(f"{self.source}: field '{where}': expected a list of plans")
+            out[name] = tuple(
+                EarlierPlan(
+                    tuple(self.ids(self.table(p, f"{where}[{i}]"), "models", f"{where}[{i}]")),
+                    tuple(self.ids(p, "instances", f"{where}[{i}]")),
+                )
+                for i, p in enumerate(plans)
+            )
+        return out
 
     def model(self, raw: object, where: str) -> ModelEntry:
         m = self.table(raw, where)
@@ -244,6 +320,7 @@ class _Reader:
             model=self.get(m, where, "model", str),
             params=self.table(m.get("params", {}), where),
             endpoint=self.table(m.get("endpoint", {}), f"{where}.endpoint"),
+            sent=self.table(m["sent"], f"{where}.sent") if "sent" in m else None,
         )
 
 
@@ -264,9 +341,14 @@ class Compatibility:
         )
 
 
-def compare(old: Manifest, new: Manifest) -> Compatibility:
-    """May a run recorded as `old` be resumed with `new`? Lists every incompatible change."""
+def compare(old: Manifest, new: Manifest, *, has_results: bool = True) -> Compatibility:
+    """May a run recorded as `old` be resumed with `new`? Lists every incompatible change.
+    `has_results`: whether the run directory holds results yet (before any, the order may change)."""
     problems: list[str] = []
+    if has_results and old.order is not None and new.order is not None and old.order != new.order:
+        # What is done is a sample of the old order's prefix: walking on in another order would leave
+        # the done units a sample of neither, and the partial-run estimates would be wrong.
+        problems.append(_order_change(old.order, new.order))
     for name, ob in sorted(old.benchmarks.items()):
         nb = new.benchmarks.get(name)
         if nb is None:
@@ -300,6 +382,15 @@ def compare(old: Manifest, new: Manifest) -> Compatibility:
     return Compatibility(ok=not problems, problems=problems)
 
 
+def _order_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The order's change, named by the field a user sets."""
+    if old.get("kind") == new.get("kind"):
+        what = f"run.order_seed changed from {old.get('seed')!r} to {new.get('seed')!r}"
+    else:
+        what = f"run.order changed from {old.get('kind')!r} to {new.get('kind')!r}"
+    return f"{what}: the results so far are a sample of the old order, and estimates need one order"
+
+
 def _entry_changes(who: str, old: ModelEntry, new: ModelEntry, hint: str = "") -> list[str]:
     """What differs between a model's (or judge's) recorded entry and its new one, for `compare`."""
     problems: list[str] = []
@@ -310,6 +401,41 @@ def _entry_changes(who: str, old: ModelEntry, new: ModelEntry, hint: str = "") -
     if _canon(new.params) != _canon(old.params):
         problems.append(f"{who}: params changed: {_diff(old.params, new.params)}")
     return problems
+
+
+def newest_tables(m: Manifest) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The benchmark tables and models the newest config runs (every model on every table). A manifest
+    written before `benchmark_order` was kept: every table that records its instances, and before
+    `model_order`: every model it names."""
+    benches = m.benchmark_order
+    if benches is None:
+        benches = tuple(name for name, b in m.benchmarks.items() if b.instances is not None)
+    return benches, m.model_order or tuple(m.models)
+
+
+def carry_plans(old: Manifest, new: Manifest) -> Manifest:
+    """`new` with the plans of (benchmark, model) pairs `old` ran and `new` does not (a model dropped,
+    a table left out) kept in `earlier_plans`, so their verdicts stay read against their own plan."""
+    new_benches, new_models = newest_tables(new)
+    now = {(b, m) for b in new_benches for m in new_models}
+    kept: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for bench, plans in old.earlier_plans.items():
+        for p in plans:
+            for model in p.models:
+                if (bench, model) not in now:
+                    kept.setdefault((bench, p.instances), []).append(model)
+    old_benches, old_models = newest_tables(old)
+    for bench in old_benches:
+        entry = old.benchmarks.get(bench)
+        if entry is None or entry.instances is None:
+            continue
+        for model in old_models:
+            if (bench, model) not in now:
+                kept.setdefault((bench, entry.instances), []).append(model)
+    earlier: dict[str, list[EarlierPlan]] = {}
+    for (bench, instances), models in kept.items():
+        earlier.setdefault(bench, []).append(EarlierPlan(tuple(dict.fromkeys(models)), instances))
+    return dataclasses.replace(new, earlier_plans={b: tuple(p) for b, p in earlier.items()})
 
 
 def relabel_legacy_judge(old: Manifest, new: Manifest) -> Manifest:

@@ -133,15 +133,29 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
         raise ValueError(f"record key must be lowercase hex of 16-64 chars (record_key()), got {key!r}")
     if not isinstance(kind, str) or not _is_token(kind):
         raise ValueError(f"record {key}: field 'kind' must be a short identifier, got {kind!r}")
-    ordered: dict[str, Any] = {"key": key, "kind": kind}
     status = record.get("status")
-    if isinstance(status, str):
-        if not _is_token(status):
-            raise ValueError(f"record {key}: field 'status' must be a short identifier, got {status!r}")
-        ordered["status"] = status
-    ordered.update(record)  # existing keys keep their leading positions
-    payload = memoryview(orjson.dumps(ordered))[1:]
+    leading = isinstance(status, str)
+    if isinstance(status, str) and not _is_token(status):
+        raise ValueError(f"record {key}: field 'status' must be a short identifier, got {status!r}")
+    if type(record) is dict and _leads(record, leading):
+        # Built in the line's order already (the pipeline's records): the same bytes, without a copy.
+        payload = memoryview(orjson.dumps(record))[1:]
+    else:
+        ordered: dict[str, Any] = {"key": key, "kind": kind}
+        if leading:
+            ordered["status"] = status
+        ordered.update(record)  # existing keys keep their leading positions
+        payload = memoryview(orjson.dumps(ordered))[1:]
     return b'%s%08x",%s\n' % (_PREFIX, zlib.crc32(payload), payload)
+
+
+def _leads(record: dict[str, Any], status: bool) -> bool:
+    """Whether `record`'s fields start with key, kind (and status, when it has a string one): the
+    order encode_line writes them in."""
+    names = iter(record)
+    if next(names) != "key" or next(names, None) != "kind":
+        return False
+    return not status or next(names, None) == "status"
 
 
 def _is_key(key: str) -> bool:
@@ -226,11 +240,13 @@ class _Located:
     batches: int = 0  # lines of kind "batch" (batch mode's journal)
 
 
-def _chunks(path: Path, end: _FileEnd) -> Iterator[tuple[int, list[bytes]]]:
-    """The whole lines of one shard (without their newlines), a chunk at a time, each chunk with the
-    offset of its first line; then sets `end.size` and `end.torn` (bytes after the last newline)."""
+def _chunks(path: Path, end: _FileEnd, start: int = 0) -> Iterator[tuple[int, list[bytes]]]:
+    """The whole lines of one shard (without their newlines) from byte `start` (a line's start), a
+    chunk at a time, each chunk with the offset of its first line; then sets `end.size` and `end.torn`
+    (bytes after the last newline)."""
     with open(path, "rb", buffering=0) as f:
-        base = 0
+        f.seek(start)
+        base = start
         rest = b""
         while chunk := f.read(_READ_CHUNK):
             data = rest + chunk if rest else chunk
@@ -248,19 +264,22 @@ def _scan_file(
     end: _FileEnd,
     located: _Located | None = None,
     file_no: int = 0,
+    start: tuple[int, int] = (0, 0),
 ) -> Iterator[_Entry]:
     """Every valid line of one shard; damaged lines go to `damaged`; `end` tells where good data ends.
 
     This loop is the resume cost (1M lines per open), so parse_line is inlined, and with `located` the
     lines' keys and locations go straight into it and nothing is yielded. A line the fast path rejects
-    gets its precise reason from parse_line."""
+    gets its precise reason from parse_line. `start`: (byte offset, lines before it) to begin at a
+    line boundary a reader already holds everything before (runner/store/digest.py)."""
     crc32 = zlib.crc32
     unhex = binascii.unhexlify
     if located is not None:
         add_key, add_loc, add_meta = located.keys.extend, located.locs.append, located.metas.append
     file_bits = file_no << 40  # KeyIndex's packing: file number above a 40-bit offset
-    line_no = 0
-    for off, lines in _chunks(path, end):
+    line_no = start[1]
+    end.good_end, end.good_lines = start
+    for off, lines in _chunks(path, end, start[0]):
         for line in lines:
             line_no += 1
             n = len(line) + 1
@@ -294,13 +313,18 @@ def _scan_file(
 
 
 def scan_shards(
-    run_dir: Path, damaged: list[DamageReport] | None = None, kinds: Collection[str] | None = None
+    run_dir: Path,
+    damaged: list[DamageReport] | None = None,
+    kinds: Collection[str] | None = None,
+    writer: str | None = None,
 ) -> Iterator[ShardLine]:
-    """Every valid line of every writer's shards, in read order (no dedupe). Never modifies a file:
-    a live writer's unfinished tail is simply reported as damage."""
+    """Every valid line of every writer's shards (or of `writer`'s alone), in read order (no dedupe).
+    Never modifies a file: a live writer's unfinished tail is simply reported as damage."""
     sink: list[DamageReport] = [] if damaged is None else damaged
     wanted = None if kinds is None else {k.encode() for k in kinds}
-    for file_no, (_, _, path) in enumerate(shard_files(run_dir)):
+    for file_no, (wrote, _, path) in enumerate(shard_files(run_dir)):
+        if writer is not None and wrote != writer:
+            continue
         for off, line, key, is_error, kind in _scan_file(path, sink, _FileEnd()):
             if wanted is None or kind in wanted:
                 yield ShardLine(file_no, off, line, key, kind.decode(), is_error)
@@ -504,10 +528,13 @@ class RunStore:
             fd = self._read_fds[file_no] = os.open(self._files[file_no], os.O_RDONLY)
         return os.pread(fd, length, offset)
 
-    def iter_records(self, kinds: Collection[str] | None = None) -> Iterator[dict[str, Any]]:
-        """Every valid record of every writer (this one's buffer flushed first), in read order."""
+    def iter_records(
+        self, kinds: Collection[str] | None = None, *, writer: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every valid record of every writer (or of `writer` alone; this one's buffer flushed first),
+        in read order."""
         self.flush()
-        for sl in scan_shards(self.run_dir, kinds=kinds):
+        for sl in scan_shards(self.run_dir, kinds=kinds, writer=writer):
             yield sl.record()
 
     # ------------------------------------------------------------------------------------------ writes

@@ -13,6 +13,7 @@ from ifsweep.runner.errors import UsageError
 __all__ = ["add_view_parser", "run_view"]
 
 DEFAULT_PORT = 8765
+DEFAULT_SAMPLE = 20  # pairs of the rest an export without filters adds
 
 
 def add_view_parser(sub: Any) -> None:
@@ -34,6 +35,13 @@ def add_view_parser(sub: Any) -> None:
         "download cache)",
     )
     c.add_argument(
+        "--gold",
+        type=Path,
+        metavar="FILE",
+        help="gold labels (JSONL, CSV, Parquet; docs/metrics.md): shown beside each judge's verdict, with "
+        "an audit section and the filter 'judge disagrees with gold'",
+    )
+    c.add_argument(
         "--export", type=Path, metavar="FILE.html", help="write one self-contained HTML file and exit"
     )
     g = c.add_argument_group("export filters (default: disagreements, unparsed, errors and a sample)")
@@ -47,10 +55,18 @@ def add_view_parser(sub: Any) -> None:
     ):
         g.add_argument(f"--{flag}", action="store_true", help=f"pairs with {what}")
     g.add_argument(
+        "--gold-disagree", action="store_true", help="pairs where a judge disagrees with --gold's labels"
+    )
+    g.add_argument(
         "--type", default="", dest="ctype", metavar="TYPE", help="pairs with a constraint of this type"
     )
     g.add_argument("--search", default="", help="pairs whose id, answer or judge replies hold this text")
-    g.add_argument("--sample", type=int, default=20, help="pairs drawn from the rest (default 20)")
+    g.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        help=f"pairs drawn from the rest (default {DEFAULT_SAMPLE} without filters, none with one)",
+    )
     g.add_argument("--limit", type=int, default=1000, help="at most this many pairs (default 1000)")
     c.set_defaults(handler=run_view)
 
@@ -60,7 +76,7 @@ def run_view(args: argparse.Namespace) -> int:
 
     run_dir: Path = args.run_dir
     require_run_dir(run_dir)
-    if args.sample < 0 or args.limit < 1:
+    if (args.sample is not None and args.sample < 0) or args.limit < 1:
         raise UsageError("--sample must be >= 0 and --limit >= 1")
     data = tuple(args.data)
     for d in data:
@@ -77,9 +93,10 @@ def run_view(args: argparse.Namespace) -> int:
             ("--unparsed", args.unparsed, False),
             ("--errors", args.errors, False),
             ("--disagree", args.disagree, False),
+            ("--gold-disagree", args.gold_disagree, False),
             ("--type", args.ctype, ""),
             ("--search", args.search, ""),
-            ("--sample", args.sample, 20),
+            ("--sample", args.sample, None),
             ("--limit", args.limit, 1000),
         )
         if value != default
@@ -94,11 +111,31 @@ def _export(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> 
     from ifsweep.runner.view.filters import Filters
     from ifsweep.runner.view.server import ViewState
 
-    state = ViewState.open(run_dir, data)
-    filters = Filters(args.failed, args.unparsed, args.errors, args.disagree, args.ctype, args.search.strip())
-    sel = Selection(filters, args.benchmark, args.model, args.sample, args.limit)
-    n = write_export(state.index, state.source, sel, args.export, state.panel)
-    print(f"[ifsweep] wrote {args.export}: the overview and {n} instances")
+    if args.gold_disagree and args.gold is None:
+        raise UsageError("--gold-disagree: needs --gold FILE")
+    state = ViewState.open(run_dir, data, gold=args.gold)
+    filters = Filters(
+        args.failed,
+        args.unparsed,
+        args.errors,
+        args.disagree,
+        args.ctype,
+        args.search.strip(),
+        gold=args.gold_disagree,
+    )
+    # A filter given means what it selects; a sample of the rest only when asked for with it.
+    sample = args.sample if args.sample is not None else 0 if filters.any else DEFAULT_SAMPLE
+    sel = Selection(filters, args.benchmark, args.model, sample, args.limit)
+    done = write_export(state.index, state.source, sel, args.export, state.panel, state.gold)
+    size = args.export.stat().st_size
+    each = f", {size / done.pairs / 1e3:.1f} KB a pair" if done.pairs else ""
+    print(f"[ifsweep] wrote {args.export} ({size / 1e6:.1f} MB{each}): the overview and {done.pairs} pairs")
+    if done.without_prompt:
+        print(
+            f"[ifsweep] warning: {done.without_prompt} of {done.pairs} exported pages lack their prompt and "
+            f"constraint texts: {done.why}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -124,7 +161,7 @@ def _serve(args: argparse.Namespace, run_dir: Path, data: tuple[Path, ...]) -> i
         file=sys.stderr,
     )
     try:
-        state = ViewState.open(run_dir, data, background=True)
+        state = ViewState.open(run_dir, data, background=True, gold=args.gold)
     except BaseException:
         sock.close()
         raise

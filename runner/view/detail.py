@@ -34,6 +34,7 @@ class Turn:
     ask: int
     record: Mapping[str, Any]
     messages: tuple[Message, ...] | None
+    decides: tuple[int, ...] = ()  # the constraints its reply decides (known when rebuilt from the plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def _gen_proven(manifest: Manifest | None, model: str, inst: Instance, key: str)
     entry = None if manifest is None else manifest.models.get(model)
     if entry is None:
         return False
-    return generation_key(entry.endpoint, entry.params, _msgs(inst.messages)) == key
+    return generation_key(entry.endpoint, entry.keyed_params, _msgs(inst.messages)) == key
 
 
 def _judge_view(
@@ -173,10 +174,11 @@ def _rebuilt(
             reply, stop = None, True
             for ask in range(reask + 1):
                 messages = task.messages_for_ask(turn_idx, tuple(replies), tuple(unparsed))
-                rec = read(judge_key(spec.endpoint, spec.params, _msgs(messages), ask))
+                rec = read(judge_key(spec.endpoint, spec.keyed_params, _msgs(messages), ask))
                 if rec is None:
                     break
-                out.append(Turn(task.task_idx, turn_idx, ask, rec, messages))
+                decides = task.turns[turn_idx].constraint_idxs
+                out.append(Turn(task.task_idx, turn_idx, ask, rec, messages, decides))
                 if rec.get("status") == "error":
                     break
                 reply = str(rec.get("text") or "")

@@ -12,7 +12,7 @@ from typing import Any
 
 from ifsweep.runner.view.marks import Entry, outcomes
 
-__all__ = ["PAGE_SIZE", "Filters", "flags_of", "select"]
+__all__ = ["PAGE_SIZE", "SORTS", "Filters", "flags_of", "in_order", "select"]
 
 PAGE_SIZE = 50
 _FLAGS = ("failed", "unparsed", "errors", "disagree")  # in the order of marks.outcomes
@@ -30,26 +30,64 @@ class Filters:
     ctype: str = ""
     text: str = ""
     judge: str = ""  # "" : any judge's verdict may match
+    gold: bool = (
+        False  # a judge (`judge`, or any) decided a constraint against its gold (runner/view/gold.py)
+    )
+    sort: str = ""  # the list's order: "" instance order, or one of SORTS (not a filter: keeps all)
 
     @classmethod
     def from_query(cls, q: Mapping[str, str]) -> Filters:
         flags = {name: q.get(name, "") not in ("", "0") for name in _FLAGS}
-        return cls(**flags, ctype=q.get("type", ""), text=q.get("q", "").strip(), judge=q.get("judge", ""))
+        sort = q.get("sort", "")
+        return cls(
+            **flags,
+            ctype=q.get("type", ""),
+            text=q.get("q", "").strip(),
+            judge=q.get("judge", ""),
+            gold=q.get("gold", "") not in ("", "0"),
+            sort=sort if sort in SORTS else "",
+        )
 
     def query(self) -> dict[str, str]:
         """The query string that gives these filters back (for links that keep them)."""
         out = {name: "1" for name in _FLAGS if getattr(self, name)}
-        for name, value in (("type", self.ctype), ("q", self.text), ("judge", self.judge)):
+        if self.gold:
+            out["gold"] = "1"
+        for name, value in (
+            ("type", self.ctype),
+            ("q", self.text),
+            ("judge", self.judge),
+            ("sort", self.sort),
+        ):
             if value:
                 out[name] = value
         return out
 
     @property
     def any(self) -> bool:
-        return self != Filters()
+        """Some filter is set (an order alone keeps every pair)."""
+        return replace(self, sort="") != Filters()
 
     def without_text(self) -> Filters:
         return replace(self, text="")
+
+
+# The list's orders besides the instance order, with what the form calls them.
+SORTS = {
+    "failed": "most failed first",
+    "unparsed": "most unparsed first",
+    "reverse": "instance order, reversed",
+}
+
+
+def in_order(entries: Sequence[Entry], sort: str) -> list[Entry]:
+    """`entries` (in instance order) in the order `sort` names; ties keep the instance order."""
+    if sort == "reverse":
+        return entries[::-1] if isinstance(entries, list) else list(entries)[::-1]
+    if sort in ("failed", "unparsed"):
+        at = 0 if sort == "failed" else 1
+        return sorted(entries, key=lambda e: -e.outcomes[at].bit_count())
+    return list(entries)
 
 
 def flags_of(entry: Entry, types: Sequence[str | None]) -> dict[str, int]:

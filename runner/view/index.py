@@ -24,6 +24,7 @@ import orjson
 from ifsweep.runner.store.keyindex import KeyIndex, normalized
 from ifsweep.runner.store.shards import DamageReport, decode_record, parse_line, shard_files
 from ifsweep.runner.view.marks import Entry, mark_of, raw, types_of
+from ifsweep.runner.watch.board import natural_key
 
 __all__ = ["RunIndex", "count_lines"]
 
@@ -75,6 +76,7 @@ class RunIndex:
     _fds: dict[int, int] = field(default_factory=dict)
     _pending: _Batch = field(default_factory=_Batch)  # located lines not yet loaded into `keys`
     _recent: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # their newest (loc, meta) by key
+    _ordered: dict[Group, tuple[int, list[Entry]]] = field(default_factory=dict)  # by the group's size
 
     @classmethod
     def build(cls, run_dir: Path) -> RunIndex:
@@ -112,7 +114,9 @@ class RunIndex:
                 start = f.offset
                 self._read(f, batch, budget)
                 budget = None if budget is None else budget - (f.offset - start)
-                self.behind |= budget is not None and f.offset < size
+                # Behind only when the budget stopped the read: a last line without its newline (torn,
+                # or still being written) is not more to read now, and must not keep a pass going.
+                self.behind |= budget is not None and budget <= 0 and f.offset < size
         self._locate(batch)
         return self.version - before
 
@@ -219,6 +223,30 @@ class RunIndex:
                 entry.gen_key = key
         else:
             entry.put_call(key)
+
+    def unfinished(self) -> list[DamageReport]:
+        """Each shard whose last bytes are not a whole line yet: a line torn by a crash, or one a live
+        writer is still writing (the next refresh reads it if it is finished)."""
+        out = []
+        for f in self._files:
+            try:
+                size = f.path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size > f.offset:
+                why = f"offset {f.offset}: {size - f.offset} bytes without a newline (a torn last line)"
+                out.append(DamageReport(f.path, -1, why))
+        return out
+
+    def ordered(self, group: Group) -> list[Entry]:
+        """The group's pairs in the benchmark's instance order (the natural order of their ids: 1:2
+        before 1:10), whatever order they were answered in; sorted again only when the group grew."""
+        entries = self.groups.get(group, {})
+        cached = self._ordered.get(group)
+        if cached is None or cached[0] != len(entries):
+            ids = sorted(entries, key=natural_key)
+            cached = self._ordered[group] = (len(entries), [entries[i] for i in ids])
+        return cached[1]
 
     # ---------------------------------------------------------------------------------------- reads
 

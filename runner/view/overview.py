@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from ifsweep.runner.store.current import RunReading
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.marks import Entry, disagree
 from ifsweep.runner.watch.board import natural_key
@@ -31,10 +32,15 @@ class Leaderboards:
     texts: Mapping[tuple[str, str | None, str], tuple[str, ...]] = field(default_factory=dict)
     heads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     titles: Mapping[str, str] = field(default_factory=dict)
+    # Per benchmark, the report's "partial run: ... N of M planned instances" line ("" when done).
+    partial: Mapping[str, str] = field(default_factory=dict)
     order: tuple[str, ...] = ()  # benchmarks in report order
     note: str = ""  # why there are none
     read_at: float = 0.0
     took_s: float = 0.0  # how long they took to compute: a large run's are not redone every 2 s
+    # The run's reading (runner/store/current.py) they were computed from: the overview counts the
+    # instances of each pair's plan, as the reports do.
+    reading: RunReading | None = None
 
 
 def shards_state(run_dir: Path) -> tuple[tuple[str, int], ...]:
@@ -55,19 +61,25 @@ def leaderboards(run_dir: Path) -> Leaderboards:
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.metrics.leaderboard import header, leaderboard, value_texts
-    from ifsweep.runner.commands.rundir import compute
-    from ifsweep.runner.store.compact import load_verdict_rows
+    from ifsweep.metrics.leaderboard import header, leaderboard, partial_note, value_texts
+    from ifsweep.runner.commands.rundir import compute, in_model_order, planned_rows, with_progress
+    from ifsweep.runner.store.current import read_run
 
     read_at = time.time()
-    rows = load_verdict_rows(run_dir)
+    reading = read_run(run_dir)
+    rows = planned_rows(reading).collect()
     if rows.height == 0:
-        return Leaderboards(note="no verdicts yet", read_at=read_at, took_s=time.time() - read_at)
+        return Leaderboards(
+            note="no verdicts yet", read_at=read_at, took_s=time.time() - read_at, reading=reading
+        )
     try:
         table, catalog = compute(rows)
+        # Ties rank as in the reports: by the next headline metric, then in the config's order.
+        order = reading.model_order(table.get_column("model").unique().to_list())
+        table = with_progress(in_model_order(table, order), reading)
     except (metrics.VerdictError, pl.exceptions.PolarsError, ValueError) as e:
         note = f"metrics cannot be computed: {e}"
-        return Leaderboards(note=note, read_at=read_at, took_s=time.time() - read_at)
+        return Leaderboards(note=note, read_at=read_at, took_s=time.time() - read_at, reading=reading)
     texts: dict[tuple[str, str | None, str], tuple[str, ...]] = {}
     heads, titles = {}, {}
     benches = catalog.ordered(table.get_column("benchmark").unique().to_list())
@@ -80,19 +92,25 @@ def leaderboards(run_dir: Path) -> Leaderboards:
             mine = part.filter(pl.col("judge").is_null() if judge is None else pl.col("judge") == judge)
             for r in leaderboard(mine, catalog, bench).iter_rows(named=True):
                 texts[(bench, judge, str(r["model"]))] = tuple(value_texts(r, catalog, bench, names))
-    return Leaderboards(texts, heads, titles, tuple(benches), "", read_at, time.time() - read_at)
+    partial = {bench: partial_note(table, bench) for bench in benches}
+    took = time.time() - read_at
+    return Leaderboards(texts, heads, titles, partial, tuple(benches), "", read_at, took, reading)
 
 
 @dataclass(frozen=True, slots=True)
 class BoardRow:
     model: str
     values: tuple[str, ...]  # the headline metrics, then coverage
-    instances: int  # pairs the run holds anything of
+    instances: int  # pairs of the plan the run holds anything of
     judged: int  # pairs with this judge's verdict
     errors: int  # of those, in error
     unparsed: int  # of those, with a constraint the judge's reply left unparsed
     disagree: int  # pairs where two judges decided a constraint differently
-    cost_usd: float  # the answers and this judge's calls on them (every record, retried errors too)
+    # The answers and every judge's calls on them (every record, retried errors too): the one spent
+    # figure per pair that `status` and the report show.
+    cost_usd: float
+    planned: int | None = None  # the pair's planned instances (the run's reading)
+    done: int | None = None  # of those, judged without error
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +120,7 @@ class Board:
     judge: str | None
     headers: tuple[str, ...]
     rows: tuple[BoardRow, ...]
+    partial: str = ""  # the report's line for a pair short of its plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +131,7 @@ class Overview:
     errors_by_kind: dict[str, int]
     boards: tuple[Board, ...]
     note: str  # why the metrics are missing, if they are
-    damaged: int
+    damaged: tuple[str, ...]  # each damaged or unfinished shard line: where, and why
     made_at: float
     metrics_at: float  # when the leaderboards' rows were read
     indexing: str = ""  # how far the server's first pass over the shards is, while it runs
@@ -126,30 +145,46 @@ def overview(
     judges += sorted((j for j in index.judges if j not in judges), key=lambda j: natural_key(j or ""))
     benches = sorted({b for b, _ in index.groups})
     benches = [b for b in boards.order if b in benches] + [b for b in benches if b not in boards.order]
-    counts = {group: _counts(entries.values(), judges or [None]) for group, entries in index.groups.items()}
+    reading = boards.reading
+    counts = {
+        group: _counts(_planned_entries(entries, group, reading), judges or [None])
+        for group, entries in index.groups.items()
+    }
     out = []
     for bench in benches:
         models = sorted((m for b, m in index.groups if b == bench), key=natural_key)
         for judge in judges or [None]:
-            ranked = [m for m in models if (bench, judge, m) in boards.texts]
+            # The leaderboard's rank (boards.texts holds each board's models best first), then the rest.
+            ranked = [m for b, j, m in boards.texts if (b, j) == (bench, judge) and m in models]
             rows = [
                 _row(index, bench, m, judge, counts[(bench, m)], boards)
                 for m in ranked + [m for m in models if m not in ranked]
             ]
             heads = boards.heads.get(bench, ())
-            out.append(Board(bench, boards.titles.get(bench, bench), judge, heads, tuple(rows)))
+            title = boards.titles.get(bench, bench)
+            out.append(Board(bench, title, judge, heads, tuple(rows), boards.partial.get(bench, "")))
     return Overview(
         run=index.run_dir.resolve().name,
-        state=_state(index.run_dir),
+        state=_state(index.run_dir, reading),
         spent_usd=sum(index.cost.values()),
-        errors_by_kind=errors_by_kind(index),
+        errors_by_kind=errors_by_kind(index, reading),
         boards=tuple(out),
         note=boards.note,
-        damaged=len(index.damaged),
+        damaged=tuple(f"shards/{d.file.name} {d.reason}" for d in [*index.damaged, *index.unfinished()]),
         made_at=time.time(),
         metrics_at=boards.read_at,
         indexing=indexing,
     )
+
+
+def _planned_entries(
+    entries: Mapping[str, Entry], group: tuple[str, str], reading: RunReading | None
+) -> list[Entry]:
+    """The entries of the instances the pair's plan selects (every entry before the reading is in)."""
+    if reading is None:
+        return list(entries.values())
+    bench, model = group
+    return [e for iid, e in entries.items() if reading.selects(bench, model, iid)]
 
 
 def _counts(entries: Any, judges: Sequence[str | None]) -> dict[str | None, list[int]]:
@@ -181,21 +216,27 @@ def _row(
     boards: Leaderboards,
 ) -> BoardRow:
     pairs, judged, errors, unparsed, split = counts[judge]
-    cost = index.cost.get((bench, model, None), 0.0)
-    if judge is not None:
-        cost += index.cost.get((bench, model, judge), 0.0)
+    cost = sum(v for (b, m, _), v in index.cost.items() if (b, m) == (bench, model))
     width = len(boards.heads.get(bench, ()))
     values = boards.texts.get((bench, judge, model), ("–",) * width)
-    return BoardRow(model, values, pairs, judged, errors, unparsed, split, cost)
+    progress = boards.reading.of(bench, model) if boards.reading is not None else None
+    planned = None if progress is None else progress.planned
+    done = None if progress is None else progress.done
+    return BoardRow(model, values, pairs, judged, errors, unparsed, split, cost, planned, done)
 
 
-def errors_by_kind(index: RunIndex) -> dict[str, int]:
+def errors_by_kind(index: RunIndex, reading: RunReading | None = None) -> dict[str, int]:
     """Pairs in error, by why (as `ifsweep status` counts them): the answer's error kind, or
-    "judge:KIND" from the first judge call in error. Reads only those pairs' records."""
+    "judge:KIND" from the first judge call in error. Reads only those pairs' records. With the run's
+    `reading`, only the instances of each pair's plan and the judges they wait for count."""
     kinds: dict[str, int] = {}
-    for entries in index.groups.values():
-        for e in entries.values():
-            if not any(m.is_error for m in e.marks):
+    for (bench, model), entries in index.groups.items():
+        for iid, e in entries.items():
+            if reading is not None and not reading.selects(bench, model, iid):
+                continue
+            if not any(
+                m.is_error and (reading is None or reading.needs(bench, model, m.judge)) for m in e.marks
+            ):
                 continue
             kind = e.why
             if kind is None:  # read once per verdict: a failing run's overview is redrawn often
@@ -215,8 +256,9 @@ def _why(index: RunIndex, e: Entry) -> str:
     return "judge:other"
 
 
-def _state(run_dir: Path) -> str:
-    """What summary.json says of the sweep: "running" only while it is rewritten (every 2 s)."""
+def _state(run_dir: Path, reading: RunReading | None = None) -> str:
+    """What summary.json says of the sweep: "running" only while it is rewritten (every 2 s); not
+    "complete" where the run's reading of its files says otherwise (a damaged line, a pair undone)."""
     try:
         summary: Any = orjson.loads((run_dir / SUMMARY_NAME).read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
@@ -226,4 +268,6 @@ def _state(run_dir: Path) -> str:
     state = str(summary.get("status") or "")
     updated = summary.get("updated_at")
     fresh = isinstance(updated, int | float) and time.time() - float(updated) < RUNNING_WITHIN_S
+    if state == "complete" and reading is not None and not reading.complete:
+        return "incomplete"
     return "not running" if state == "running" and not fresh else state

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 
 import orjson
 
-from ifsweep.runner.view.filters import PAGE_SIZE, Filters, flags_of, select
+from ifsweep.runner.view.filters import PAGE_SIZE, SORTS, Filters, flags_of, in_order, select
+from ifsweep.runner.view.gold import GoldMarks, disagrees
 from ifsweep.runner.view.html import Links, crumbs, esc, link, page, table, usd
 from ifsweep.runner.view.index import RunIndex
 from ifsweep.runner.view.marks import Entry, Mark
@@ -25,6 +26,9 @@ __all__ = [
 ]
 
 
+DAMAGED_SHOWN = 5  # damaged lines named on the overview; the rest counted
+
+
 def summary_html(ov: Overview) -> str:
     state = ov.state or "no summary.json"
     kinds = ", ".join(f"{k}: {n}" for k, n in ov.errors_by_kind.items())
@@ -38,8 +42,15 @@ def summary_html(ov: Overview) -> str:
         f"spent {usd(ov.spent_usd)}",
         f"pairs in error: {esc(kinds)}" if kinds else "no pairs in error",
     ]
+    if not ov.indexing:
+        parts.append('<span class="whole">index whole</span>')
     if ov.damaged:
-        parts.append(f'<span class="warn">{ov.damaged} damaged shard lines skipped</span>')
+        shown = "; ".join(ov.damaged[:DAMAGED_SHOWN])
+        more = f"; and {len(ov.damaged) - DAMAGED_SHOWN} more" if len(ov.damaged) > DAMAGED_SHOWN else ""
+        parts.append(
+            f'<span class="warn damaged">{len(ov.damaged)} damaged shard lines skipped: {esc(shown)}{more}'
+            "</span>"
+        )
     when = time.strftime("%H:%M:%S", time.localtime(ov.made_at))
     metrics = time.strftime("%H:%M:%S", time.localtime(ov.metrics_at)) if ov.metrics_at else "-"
     parts.append(f'<span class="muted">read at {when}, metrics as of {metrics}</span>')
@@ -48,7 +59,16 @@ def summary_html(ov: Overview) -> str:
 
 def board_html(board: Board, links: Links) -> str:
     judge = f' <span class="judge">judge {esc(board.judge)}</span>' if board.judge is not None else ""
-    head = ["model", *map(esc, board.headers), "pairs", "judged", "errors", "unparsed", "disagree", "cost"]
+    head = [
+        "model",
+        *map(esc, board.headers),
+        "pairs",
+        "judged",
+        "errors",
+        "unparsed",
+        "disagree",
+        "spent (answers + every judge)",
+    ]
     rows = []
     for r in board.rows:
 
@@ -68,19 +88,22 @@ def board_html(board: Board, links: Links) -> str:
                 f'<span class="num">{usd(r.cost_usd)}</span>',
             ]
         )
-    return f'<section class="board"><h2>{esc(board.title)}{judge}</h2>{table(head, rows, "grid")}</section>'
+    banner = f'<p class="warn partial">{esc(board.partial)}</p>' if board.partial else ""
+    grid = table(head, rows, "grid sortable")  # viewer.js sorts it on a header's click
+    return f'<section class="board"><h2>{esc(board.title)}{judge}</h2>{banner}{grid}</section>'
 
 
-def overview_body(ov: Overview, links: Links) -> str:
+def overview_body(ov: Overview, links: Links, audit: str = "") -> str:
+    """`audit`: the judges against a gold file (runner/view/gold.audit_html), after the boards."""
     note = f'<p class="warn">{esc(ov.note)}</p>' if ov.note else ""
     boards = "".join(board_html(b, links) for b in ov.boards) or "<p>No records yet.</p>"
-    return f"<h1>Run {esc(ov.run)}</h1>{summary_html(ov)}{note}{boards}"
+    return f"<h1>Run {esc(ov.run)}</h1>{summary_html(ov)}{note}{boards}{audit}"
 
 
-def overview_page(ov: Overview, links: Links) -> str:
+def overview_page(ov: Overview, links: Links, audit: str = "") -> str:
     return page(
         f"{ov.run} · ifsweep view",
-        overview_body(ov, links),
+        overview_body(ov, links, audit),
         refresh_s=2 if ov.indexing else 5 if ov.state == "running" else 0,
         crumbs=crumbs(links, ov.run),
     )
@@ -101,16 +124,19 @@ def marks_cell(mark: Mark | None) -> str:
     return " ".join(f'<span class="{c}">{sym}{m.bit_count()}</span>' for c, sym, m in parts if m)
 
 
-def _form(f: Filters, types: Sequence[str], judges: Sequence[str | None]) -> str:
+def _form(f: Filters, types: Sequence[str], judges: Sequence[str | None], gold: bool = False) -> str:
+    named = [
+        ("failed", "failed constraints"),
+        ("unparsed", "unparsed"),
+        ("errors", "errors"),
+        ("disagree", "judges disagree"),
+    ]
+    if gold:  # only with a gold file (`ifsweep view --gold FILE`)
+        named.append(("gold", "judge disagrees with gold"))
     boxes = "".join(
         f'<label><input type="checkbox" name="{name}" value="1"{" checked" if getattr(f, name) else ""}>'
         f" {label}</label>"
-        for name, label in (
-            ("failed", "failed constraints"),
-            ("unparsed", "unparsed"),
-            ("errors", "errors"),
-            ("disagree", "judges disagree"),
-        )
+        for name, label in named
     )
     opts = "".join(
         f'<option value="{esc(t)}"{" selected" if t == f.ctype else ""}>{esc(t)}</option>' for t in types
@@ -121,10 +147,16 @@ def _form(f: Filters, types: Sequence[str], judges: Sequence[str | None]) -> str
         if j is not None
     )
     judge = f'<label>judge <select name="judge"><option value="">any</option>{jopts}</select></label>'
+    sorts = "".join(
+        f'<option value="{k}"{" selected" if k == f.sort else ""}>{esc(v)}</option>' for k, v in SORTS.items()
+    )
+    order = (
+        f'<label>order <select name="sort"><option value="">instance order</option>{sorts}</select></label>'
+    )
     return (
         f'<form class="filters" method="get">{boxes}'
         f'<label>constraint type <select name="type"><option value="">any</option>{opts}</select></label>'
-        f"{judge if len(judges) > 1 else ''}"
+        f"{judge if len(judges) > 1 else ''}{order}"
         f'<label>text <input type="search" name="q" value="{esc(f.text)}" placeholder="id, answer, reply">'
         '</label><button type="submit">Apply</button><a href="?" class="clear">clear</a></form>'
     )
@@ -139,20 +171,22 @@ def list_page(
     links: Links,
     judges: Sequence[str | None],
     progress: str = "",
+    gold: GoldMarks | None = None,
 ) -> str:
-    """`progress`: how far the server's first pass over the shards is, while it runs."""
+    """`progress`: how far the server's first pass over the shards is, while it runs; `gold`: the
+    gold file's labels, if the viewer was given one (a filter, and a flag on the pairs it holds)."""
     group = index.groups.get((bench, model), {})
-    kept = matching(index, bench, model, f)
+    kept = matching(index, bench, model, f, gold)
     pages = max(1, -(-len(kept) // PAGE_SIZE))
     page_no = min(max(page_no, 1), pages)
     shown = kept[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
     head = ["instance", "answer", "constraints", *(esc(j) if j is not None else "verdict" for j in judges)]
     head.append("flags")
-    rows = [_list_row(index, (bench, model), e, links, judges, f) for e in shown]
+    rows = [_list_row(index, (bench, model), e, links, judges, f, gold) for e in shown]
     all_types = sorted(index.ctypes.get(bench, ()))
     pager = _pager(links, bench, model, f, page_no, pages)
     body = (
-        f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges)}"
+        f"<h1>{esc(bench)} · {esc(model)}</h1>{_form(f, all_types, judges, gold is not None)}"
         f'<p class="count"><span id="matched">{len(kept)}</span> of {len(group)} instances'
         f" · page {page_no} of {pages}{_indexing(progress)}</p>{table(head, rows, 'grid list')}{pager}"
     )
@@ -164,14 +198,24 @@ def _indexing(progress: str) -> str:
     return f' · <span class="indexing warn">{esc(progress)}: the list holds those</span>' if progress else ""
 
 
-def matching(index: RunIndex, bench: str, model: str, f: Filters) -> list[Entry]:
-    """The pairs of one (benchmark, model) the filters keep, in the index's order."""
+def matching(
+    index: RunIndex, bench: str, model: str, f: Filters, gold: GoldMarks | None = None
+) -> list[Entry]:
+    """The pairs of one (benchmark, model) the filters keep, in the order they ask for (by default the
+    benchmark's instance order). The gold filter keeps no pair without `gold`."""
 
     def types_of(iid: str) -> tuple[str | None, ...]:
         return index.types.get((bench, iid), ())
 
-    entries = index.groups.get((bench, model), {}).values()
-    return select(entries, types_of, f, pair_texts(index, f.text))
+    entries = index.ordered((bench, model))
+    kept = select(entries, types_of, f, pair_texts(index, f.text)) if f.any else entries
+    if f.gold:
+        kept = [
+            e
+            for e in kept
+            if gold is not None and disagrees(e, gold.of(bench, model, e.instance_id), f.judge)
+        ]
+    return in_order(kept, f.sort)
 
 
 def pair_texts(index: RunIndex, needle: str) -> Callable[[Entry], Iterator[str]]:
@@ -212,10 +256,13 @@ def _list_row(
     links: Links,
     judges: Sequence[str | None],
     f: Filters,
+    gold: GoldMarks | None = None,
 ) -> list[str]:
     bench, model = group
     types = index.types.get((bench, e.instance_id), ())
     notes = [name for name in ("disagree",) if flags_of(e, types)[name]]
+    if gold is not None and disagrees(e, gold.of(bench, model, e.instance_id)):
+        notes.append("off gold")
     return [
         link(links.instance(bench, model, e.instance_id, f.query()), e.instance_id, "iid"),
         _preview(index, e),

@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from ifsweep.runner.errors import UsageError
 from ifsweep.runner.view.detail import instance_detail
 from ifsweep.runner.view.filters import Filters
+from ifsweep.runner.view.gold import GoldMarks, audit_html, load_gold_marks
 from ifsweep.runner.view.html import ASSETS, UrlLinks, asset, esc, page
 from ifsweep.runner.view.index import RunIndex, count_lines
 from ifsweep.runner.view.instance_page import Walk, instance_page
@@ -73,10 +74,19 @@ class ViewState:
     _overview_seen: tuple[int, float, str] = (-1, 0.0, "")
     _first_pass: Any = None  # an anyio.Event, set when the first pass ends (made in the server's loop)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    gold: GoldMarks | None = None  # `--gold FILE`: its labels (runner/view/gold.py)
 
     @classmethod
-    def open(cls, run_dir: Path, data_dirs: tuple[Path, ...] = (), *, background: bool = False) -> ViewState:
-        """`background`: leave the index empty for `build_index` (a server); else build it now (an export)."""
+    def open(
+        cls,
+        run_dir: Path,
+        data_dirs: tuple[Path, ...] = (),
+        *,
+        background: bool = False,
+        gold: Path | None = None,
+    ) -> ViewState:
+        """`background`: leave the index empty for `build_index` (a server); else build it now (an
+        export). `gold`: a gold file, bound to the run now (a bad one is refused before serving)."""
         from ifsweep.runner.store.manifest import ManifestError, read_manifest
 
         try:
@@ -85,7 +95,8 @@ class ViewState:
             manifest = None  # an old or damaged manifest: the records still show, the prompts do not
         panel = manifest.judge_order if manifest is not None else ()
         index = RunIndex(Path(run_dir)) if background else RunIndex.build(run_dir)
-        return cls(index, InstanceSource(manifest, data_dirs), panel, indexing=background)
+        marks = load_gold_marks(Path(run_dir), gold) if gold is not None else None
+        return cls(index, InstanceSource(manifest, data_dirs), panel, indexing=background, gold=marks)
 
     async def build_index(self, step: int = STEP_BYTES) -> None:
         """The first pass over the shards, `step` bytes at a time on a worker thread (the event loop stays
@@ -202,8 +213,10 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
     from aiohttp import web
 
     if segments == [""]:
-        return _html(overview_page(state.overview(), state.links))
+        return _html(overview_page(state.overview(), state.links, _audit(state)))
     head, rest = segments[0], segments[1:]
+    if segments == ["favicon.ico"]:  # browsers ask for it: no icon, and no 404 in their console
+        return web.Response(status=204, headers=_HEADERS)
     if head == "static" and len(rest) == 1 and rest[0] in ASSETS:
         return web.Response(body=asset(rest[0]), content_type=ASSETS[rest[0]], headers=_HEADERS)
     if head == "list" and len(rest) == 2:
@@ -217,7 +230,9 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
         f = Filters.from_query(query)
         judges = state.judges()
         return _html(
-            list_page(state.index, rest[0], rest[1], f, page_no, state.links, judges, state.progress())
+            list_page(
+                state.index, rest[0], rest[1], f, page_no, state.links, judges, state.progress(), state.gold
+            )
         )
     if head == "instance" and len(rest) == 3:
         state.refresh()
@@ -225,8 +240,17 @@ def route(state: ViewState, segments: list[str], query: dict[str, str]) -> web.R
         if d is None:
             what = f"the run holds nothing of instance {rest[2]!r} for {rest[1]!r} on {rest[0]!r}"
             return _not_found(what, state)
-        return _html(instance_page(d, state.links, state.run, _walk(state, rest, query)))
+        gold = state.gold.of(rest[0], rest[1], rest[2]) if state.gold is not None else None
+        return _html(instance_page(d, state.links, state.run, _walk(state, rest, query), gold))
     return _not_found("no such page")
+
+
+def _audit(state: ViewState) -> str:
+    """The overview's audit section, with a gold file."""
+    if state.gold is None:
+        return ""
+    groups = [(g, state.index.ordered(g)) for g in sorted(state.index.groups)]
+    return audit_html(state.gold, groups, state.judges())
 
 
 Spawn = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
@@ -250,10 +274,7 @@ def _answered(sock: socket.socket) -> frozenset[str] | None:
 def _walk(state: ViewState, names: list[str], query: dict[str, str]) -> Walk | None:
     """Previous and next in the list the instance page was opened from, with that list's filters."""
     f = Filters.from_query(query)
-    if f.any:
-        kept = [e.instance_id for e in matching(state.index, names[0], names[1], f)]
-    else:  # the whole list, in the index's order (copied at C speed: lists run to 100k pairs)
-        kept = list(state.index.groups.get((names[0], names[1]), {}))
+    kept = [e.instance_id for e in matching(state.index, names[0], names[1], f, state.gold)]
     try:
         at = kept.index(names[2])
     except ValueError:

@@ -124,6 +124,7 @@ class Board:
     rows: tuple[EndpointRow, ...]  # what holds the sweep back first (see `ordered`)
     batches: str = ""  # batch mode: batches submitted / running / done and their ETA, when there are any
     coordinator: str = ""  # the coordinator's state, when the sweep has one (shown in the totals line)
+    stopping: str = ""  # `[run] stop_when`: each model's intervals and "settled" (runner/watch/settling.py)
 
 
 # ------------------------------------------------------------------------------------------- order
@@ -334,7 +335,12 @@ def table_lines(board: Board) -> list[str]:
     """The whole board as plain text: the totals, then every endpoint. For the end of a plain run and
     for `ifsweep status`."""
     batches = [board.batches] if board.batches else []
-    return [head_text(board), *batches, "", *_table(board.rows), LEARNED_NOTE]
+    batches += [board.stopping] if board.stopping else []
+    learned = any(
+        (lim.rpm and lim.rpm_learned) or (lim.tpm and lim.tpm_learned)
+        for lim in (r.limits for r in board.rows)
+    )  # the note explains a "*" only where a cell shows one (`_limit`)
+    return [head_text(board), *batches, "", *_table(board.rows), *([LEARNED_NOTE] if learned else [])]
 
 
 LEARNED_NOTE = "* learned from the provider's headers"
@@ -347,6 +353,7 @@ def rich_board(board: Board, height: int, width: int) -> Text:
     from rich.text import Text
 
     totals = head_text(board) + (f"\n{board.batches}" if board.batches else "")
+    totals += f"\n{board.stopping}" if board.stopping else ""
     totals_lines = sum(max(1, math.ceil(len(part) / max(width, 1))) for part in totals.split("\n"))
     shown, rest = fit(board.rows, max(1, height - RICH_CHROME - totals_lines))
     lines = _table([*shown, *([rest] if rest is not None else [])])

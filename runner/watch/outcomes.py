@@ -99,7 +99,8 @@ class ErrorTally:
 
     _calls: dict[str, tuple[bool, str]] = field(default_factory=dict)  # gen key -> (error, kind)
     _judge: dict[str, tuple[bool, Pair, str]] = field(default_factory=dict)  # key -> (error, pair, kind)
-    _verdicts: dict[str, tuple[bool, Pair, str]] = field(default_factory=dict)  # key -> (error, pair, gen)
+    # key -> (error, pair, gen key, judge)
+    _verdicts: dict[str, tuple[bool, Pair, str, str | None]] = field(default_factory=dict)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         kind, key = rec.get("kind"), str(rec.get("key"))
@@ -116,15 +117,22 @@ class ErrorTally:
         elif kind == "judgment":
             self._judge[key] = (is_error, pair, reason)
         elif kind == "verdict":
-            self._verdicts[key] = (is_error, pair, str(rec.get("gen_key")))
+            judge = rec.get("judge")
+            self._verdicts[key] = (
+                is_error,
+                pair,
+                str(rec.get("gen_key")),
+                None if judge is None else str(judge),
+            )
 
     def _slot(self, kind: object) -> Mapping[str, tuple[Any, ...]]:
         if kind == "generation":
             return self._calls
         return self._judge if kind == "judgment" else self._verdicts
 
-    def by_kind(self, keep: Callable[[Pair], bool] | None = None) -> dict[str, int]:
-        """{kind: pairs} over the pairs in error (those `keep` accepts), most frequent first."""
+    def by_kind(self, keep: Callable[[Pair, str | None], bool] | None = None) -> dict[str, int]:
+        """{kind: pairs} over the pairs in error (the verdicts `keep` accepts, by pair and judge: a
+        run's reading keeps its plan's instances and the judges they wait for), most frequent first."""
         judge_kinds: dict[Pair, str] = {}
         for is_error, pair, reason in self._judge.values():
             if is_error:
@@ -132,8 +140,8 @@ class ErrorTally:
         # A pair counts once, however many verdicts it has (one per judge of a panel): its answer's
         # error if it has one, else the first judge error found.
         kinds: dict[Pair, str] = {}
-        for is_error, pair, gen_key in self._verdicts.values():
-            if not is_error or (keep is not None and not keep(pair)):
+        for is_error, pair, gen_key, judge in self._verdicts.values():
+            if not is_error or (keep is not None and not keep(pair, judge)):
                 continue
             gen = self._calls.get(gen_key)
             if gen is not None and gen[0]:
@@ -148,6 +156,12 @@ def errors_message(errors: int, by_kind: Mapping[str, int]) -> str:
     """The line a sweep with pairs in error ends on (and `ifsweep status` repeats)."""
     kinds = ", ".join(f"{kind}: {n}" for kind, n in by_kind.items()) or "kind unknown"
     noun = "pair" if errors == 1 else "pairs"
+    if any(kind.rsplit(":", 1)[-1] == "quota" for kind in by_kind):
+        # A wait fixes nothing there: the account must get credit first.
+        return (
+            f"{errors} {noun} ended in error ({kinds}); quota: the provider's account has no credit left "
+            "or is over its spend limit: add credit, then run again to retry them"
+        )
     return f"{errors} {noun} ended in error ({kinds}); run again to retry them"
 
 

@@ -9,6 +9,9 @@ from collections.abc import Mapping
 
 # Seconds the totals' calls/s and tokens/min are measured over (the live view and `ifsweep status`).
 RATE_WINDOW_S = 20.0
+# Seconds the rpm and tpm columns are measured over: the providers' limits are per minute, and a rate
+# scaled up from a few seconds can show more than the limit allows (346/300 where the provider saw 99).
+LIMIT_WINDOW_S = 60.0
 # Seconds over which the achieved pace is compared with the modelled one: long enough to smooth the
 # pauses of a limiter, short enough to follow a sweep into a benchmark of another shape.
 CALIBRATION_WINDOW_S = 30.0
@@ -72,6 +75,13 @@ class Window:
         """How fast `key` grew over the last `over_s` seconds; None with under MIN_SPAN_S behind it."""
         d = self.deltas((key,), over_s)
         return None if d is None else d[0][0] / d[1]
+
+    def per_min_counted(self, key: str) -> float | None:
+        """How much `key` grew in the last LIMIT_WINDOW_S seconds, as a per-minute figure that is never
+        scaled up: over a full window it is the measured rate, before one has passed the count so far
+        (a limit per minute bounds both). None with under MIN_SPAN_S behind it."""
+        d = self.deltas((key,), LIMIT_WINDOW_S)
+        return None if d is None else d[0][0] * 60.0 / max(d[1], LIMIT_WINDOW_S)
 
     def ratio(self, achieved: str, modelled: str, over_s: float = CALIBRATION_WINDOW_S) -> float | None:
         """Growth of `achieved` over growth of `modelled` in the same span, within [MIN_RATIO, MAX_RATIO];

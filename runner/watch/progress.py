@@ -19,8 +19,9 @@ from ifsweep.providers import EndpointStats, ProviderEvent
 from ifsweep.runner.engine.pipeline import Counters, JudgeCounters
 from ifsweep.runner.watch.board import Board, Limits, Pace, duration, plain_line, rich_board, table_lines
 from ifsweep.runner.watch.eta import OWN_BOUNDS, UNKNOWN, Outlook
-from ifsweep.runner.watch.pace import RATE_WINDOW_S, Window
+from ifsweep.runner.watch.pace import LIMIT_WINDOW_S, RATE_WINDOW_S, Window
 from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
+from ifsweep.runner.watch.settling import stop_text
 from ifsweep.runner.watch.workload import Tally, Use, use_by_endpoint
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class ProgressState:
     # Batch mode's endpoints by label (providers/batch/endpoint.py), for the batches line.
     batches: dict[str, Callable[[], BatchProgress]] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
-    window: Window = field(default_factory=Window)
+    window: Window = field(default_factory=lambda: Window(LIMIT_WINDOW_S))  # a full minute for rpm / tpm
     _outlook: Outlook = UNKNOWN
     _due: float = 0.0  # when the walk is redone
     _walked: float = 0.0  # when it was last done
@@ -84,6 +85,8 @@ class ProgressState:
     judges: Mapping[str, JudgeCounters] = field(default_factory=dict)
     # The coordinator's state in a few words (providers/coord/redis_state.py), when there is one.
     coordinator: Callable[[], str] | None = None
+    # `[run] stop_when`: each model's intervals and whether it is settled (StopWatch.view).
+    stopping: Callable[[], dict[str, Any]] | None = None
 
     def on_backoff(self, endpoint: str, message: str, wait_s: float | None, kind: str = "backoff") -> None:
         self.backoffs[endpoint] = Backoff(message, self.clock() + (wait_s or 2.0), kind)
@@ -134,6 +137,8 @@ class ProgressState:
             board = dataclasses.replace(board, batches=batch_text([get() for get in self.batches.values()]))
         if self.coordinator is not None:
             board = dataclasses.replace(board, coordinator=self.coordinator())
+        if self.stopping is not None:
+            board = dataclasses.replace(board, stopping=stop_text(self.stopping()))
         return board
 
     def reading(
@@ -194,10 +199,14 @@ class ProgressState:
                 eff.factor[label] = ratio
 
     def _pace(self, label: str, latency: bool) -> Pace:
-        calls, tokens = self.window.per_s(f"calls:{label}"), self.window.per_s(f"tokens:{label}")
+        # Measured over a full minute, as the limits are: never a few seconds scaled up past them.
+        calls, tokens = (
+            self.window.per_min_counted(f"calls:{label}"),
+            self.window.per_min_counted(f"tokens:{label}"),
+        )
         return Pace(
-            None if calls is None else round(calls * 60),
-            None if tokens is None else round(tokens * 60),
+            None if calls is None else round(calls),
+            None if tokens is None else round(tokens),
             self._latency(label) if latency else None,
         )
 
@@ -262,6 +271,8 @@ def batch_text(items: list[BatchProgress]) -> str:
     text = f"batches: {submitted} submitted, {running} running, {done} done"
     if waiting:
         text += f", {waiting} requests collecting"
+    if gone := sum(b.results_gone for b in items):
+        text += f", {gone} requests' results gone at the provider (errors: run again to send them)"
     if running:
         known = [e for e in etas if e is not None]
         text += f", ETA {duration(max(known))}" if len(known) == len(etas) else ", ETA unknown"
@@ -305,9 +316,8 @@ async def _run_plain(state: ProgressState, out: TextIO) -> None:
                 print(plain_line(board), file=out, flush=True)
             await anyio.sleep(max(SAMPLE_EVERY_S, cost / VIEW_SHARE))
     finally:
-        board = state.board()
-        print(plain_line(board), file=out)
-        print("\n".join(table_lines(board)), file=out, flush=True)
+        # The whole board only: its first line is the totals a last plain line would say again.
+        print("\n".join(table_lines(state.board())), file=out, flush=True)
 
 
 async def _run_rich(state: ProgressState, out: TextIO) -> None:

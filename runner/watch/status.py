@@ -11,27 +11,43 @@ the spend every partition shares.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ifsweep.runner.engine.pipeline import Counters
-from ifsweep.runner.store.intents import INTENT, WriterSpend, run_spend
-from ifsweep.runner.store.keys import verdict_slot
-from ifsweep.runner.store.manifest import planned_instances
-from ifsweep.runner.store.shards import DamageReport, ShardLine, scan_shards
+from ifsweep.runner.store.current import PairPlan, PairProgress, RunReading, plans_of, reading_of, selects
+from ifsweep.runner.store.intents import SpendScan
+from ifsweep.runner.store.manifest import Manifest, ManifestError, read_manifest
+from ifsweep.runner.store.shards import DamageReport, decode_record
 from ifsweep.runner.watch.board import Board, Limits, Pace, natural_key
 from ifsweep.runner.watch.eta import Outlook
-from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, group_of
-from ifsweep.runner.watch.pace import RATE_WINDOW_S
+from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, SpendTally
+from ifsweep.runner.watch.pace import LIMIT_WINDOW_S, RATE_WINDOW_S
 from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
+from ifsweep.runner.watch.settling import stop_text
+from ifsweep.runner.watch.tallied import (
+    EveryRecord,
+    Newest,
+    calls_of,
+    error_tally,
+    every_record,
+    newest,
+    newest_report,
+    ordered,
+    outside_plan,
+)
 from ifsweep.runner.watch.workload import Tally, Use
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "SUMMARY_NAME",
@@ -140,6 +156,11 @@ class StatusReport:
     # Of spent_usd: the worst case charged for calls whose bill is unknown (cut off by a kill, or
     # cancelled or cut in flight); the rest is what the providers reported.
     worst_case_usd: float = 0.0
+    # The run's reading (runner/store/current.py), whose rule decides `complete`; damaged shard lines.
+    reading: RunReading | None = None
+    damaged: tuple[str, ...] = ()
+    # Batch mode's journal records, in shard order (runner/engine/batches.py open_batches reads them).
+    batch_records: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def paid_usd(self) -> float:
@@ -147,14 +168,19 @@ class StatusReport:
 
     @property
     def complete(self) -> bool:
-        """Every planned pair done and none in error (False while `planned` is unknown)."""
-        return not self.errors_by_kind and all(
-            r["planned"] is not None and r["done"] >= r["planned"] for r in self.rows
+        """The reading's rule: every pair's plan done, none in error, no damaged line (False while a
+        pair's `planned` is unknown)."""
+        return (
+            self.reading is not None
+            and self.reading.complete
+            and not self.errors_by_kind
+            and all(r["planned"] is not None for r in self.rows)
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "complete": self.complete,
+            "damaged": list(self.damaged),
             "errors_by_kind": self.errors_by_kind,
             "spent_usd": self.spent_usd,
             "paid_usd": self.paid_usd,
@@ -174,144 +200,178 @@ def status_table(run_dir: Path, damaged: list[DamageReport] | None = None) -> li
 
 
 def status_report(run_dir: Path, damaged: list[DamageReport] | None = None) -> StatusReport:
-    """The per-model rows, the per-partition rows and the run's spend, from one pass over the shards."""
+    """The per-model rows, the per-partition rows and the run's spend, from the shards' digest."""
+    import polars as pl
+
     run_dir = Path(run_dir)
-    acc = _ReportScan(run_dir)
-    _read(run_dir, damaged, acc)
-    return acc.report()
+    damaged = [] if damaged is None else damaged
+    parts = _digest(run_dir, damaged)
+    every = every_record(run_dir, parts, time.time())
+    return _report(run_dir, _manifest(run_dir), ordered(pl.concat(parts)), damaged, every)
 
 
 def status_views(
     run_dir: Path, now: float | None = None, damaged: list[DamageReport] | None = None
 ) -> tuple[Board, StatusReport]:
-    """`status_board` and `status_report` of a run directory from one pass over its shards (what
-    `ifsweep status` shows: reading a large run's shards twice would double its wait)."""
+    """`status_board` and `status_report` of a run directory from one reading of its shards' digest
+    (what `ifsweep status` shows)."""
+    import polars as pl
+
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
-    plans = planned_instances(run_dir)
-    board = _Scan(since=now - RATE_WINDOW_S, plans=plans, spend=run_spend(run_dir))
-    report = _ReportScan(run_dir)
-    _read(run_dir, damaged, board, report)
-    return _board(run_dir, now, board), report.report()
+    damaged = [] if damaged is None else damaged
+    manifest = _manifest(run_dir)
+    parts = _digest(run_dir, damaged)
+    frame = ordered(pl.concat(parts))
+    # Newest-per-key first: its group-by is the reading's largest, and what the allocator keeps of it
+    # serves the part-at-a-time sums after it (the other way round, status peaked 20 MB higher).
+    winners = _winners(frame)
+    every = every_record(run_dir, parts, now - RATE_WINDOW_S, now - LIMIT_WINDOW_S)
+    whole = _report(run_dir, manifest, frame, damaged, every, winners)
+    board = _board_scan(frame, now - RATE_WINDOW_S, plans_of(manifest), every, winners)
+    # The board's pairs planned are the reading's too: a partition that never ran still counts.
+    planned = {(r["model"], r["benchmark"]): r["planned"] for r in whole.rows if r["planned"] is not None}
+    return _board(run_dir, now, board, manifest, planned), whole
 
 
-class _Accumulator(Protocol):
-    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None: ...
+def _manifest(run_dir: Path) -> Manifest | None:
+    try:
+        return read_manifest(run_dir)
+    except ManifestError:
+        return None
 
 
-def _read(run_dir: Path, damaged: list[DamageReport] | None, *into: _Accumulator) -> None:
-    """Every call, intent and verdict record of the run, read and decoded once, handed to each of
-    `into`."""
-    for sl in scan_shards(run_dir, damaged, kinds=("generation", "judgment", "verdict", INTENT)):
-        rec = sl.record()
-        for acc in into:
-            acc.add(sl, rec)
+def _digest(run_dir: Path, damaged: list[DamageReport]) -> list[pl.LazyFrame]:
+    """Every call, intent and verdict record of the run, a lazy plan per digest part in read order
+    (runner/store/digest.py: only shard bytes no reader kept yet are parsed)."""
+    from ifsweep.runner.store.digest import scan_digest
+
+    parts, found = scan_digest(run_dir)
+    damaged.extend(found)
+    return parts
 
 
-@dataclass(slots=True)
-class _ReportScan:
-    """What `status_report` gathers from the shards, record by record."""
-
-    run_dir: Path
-    spent: SpendTally = field(default_factory=SpendTally)
-    failed: ErrorTally = field(default_factory=ErrorTally)
-    spend: WriterSpend = field(default_factory=lambda: WriterSpend([]))
-    # newest per key: (model, benchmark, is_error, instance_id or None for calls, judge or None)
-    newest: dict[bytes, tuple[tuple[str, str], bool, str | None, str | None]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.spend = run_spend(self.run_dir)
-
-    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
-        if sl.kind == INTENT:
-            self.spend.add(sl.file_no, rec)
-            return
-        self.failed.add(rec)
-        entry: tuple[tuple[str, str], bool, str | None, str | None]
-        group = group_of(rec)
-        judge = rec.get("judge") if sl.kind != "generation" else None
-        judge = None if judge is None else str(judge)
-        if sl.kind == "verdict":
-            verdict_error = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
-            entry = (group, verdict_error, str(rec.get("instance_id")), judge)
-        else:
-            self.spent.add(rec)
-            self.spend.add(sl.file_no, rec)
-            entry = (group, sl.is_error, None, judge)
-        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
-        old = self.newest.get(key)
-        if old is None or not entry[1] or old[1]:
-            self.newest[key] = entry
-
-    def report(self) -> StatusReport:
-        run_dir, spent, scans = self.run_dir, self.spent, self.spend.finish()
-        judge_spent: dict[str, float] = defaultdict(float)
-        for scan in scans.values():
-            for label, dollars in scan.by.items():
-                judge_spent[label] += dollars
-        # An instance is done when each configured judge has an error-free verdict of it (without a
-        # known panel, when any judge has).
-        verdicts: dict[tuple[tuple[str, str], str], set[str | None]] = defaultdict(set)
-        errors: dict[tuple[str, str], int] = defaultdict(int)
-        judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # judge -> [done, errors, calls]
-        for group, is_error, instance, judge in self.newest.values():
-            if instance is None:
-                errors[group] += is_error
-            elif not is_error:
-                verdicts[(group, instance)].add(judge)
-            if judge is not None:
-                judged[judge][2 if instance is None else 1 if is_error else 0] += 1
-        panel = set(_panel(run_dir))
-        done: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for (group, instance), by in verdicts.items():
-            if not panel or panel <= by:
-                done[group].add(instance)
-        beyond = _beyond_plan(done, planned_instances(run_dir))
-        planned = _planned(run_dir)
-        groups = sorted(set(planned) | set(spent.groups) | set(done) | set(errors))
-        rows = [
-            {
-                "model": m,
-                "benchmark": b,
-                "planned": planned.get((m, b)),
-                "done": len(done.get((m, b), ())),
-                "errors": errors.get((m, b), 0),
-                **spent.fields((m, b)),
-                **({"beyond_plan": beyond[(m, b)]} if beyond.get((m, b)) else {}),
-            }
-            for m, b in groups
-        ]
-        partitions, shared = _partitions(run_dir, {w: scan.total for w, scan in scans.items()})
-        pairs = sum(planned.values()) if planned else None
-        judges = [
-            {
-                "judge": label,
-                "planned": pairs,
-                "done": judged[label][0],
-                "errors": judged[label][1],
-                "calls": judged[label][2],
-                "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
-            }
-            for label in sorted(set(judged), key=natural_key)
-        ]
-        total = round(sum(scan.total for scan in scans.values()), SPEND_DECIMALS)
-        worst = round(sum(scan.worst_case for scan in scans.values()), SPEND_DECIMALS)
-        return StatusReport(rows, partitions, total, self.failed.by_kind(), shared, judges, worst)
+def _winners(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The newest record of each call key and verdict slot (intents and batches name no result)."""
+    return newest(frame, ("generation", "judgment", "verdict"))
 
 
-def _beyond_plan(
-    done: dict[tuple[str, str], set[str]], plans: dict[str, frozenset[str]]
-) -> dict[tuple[str, str], int]:
-    """Takes out of `done` the instances the newest config no longer selects (a `limit` lowered after
-    they were judged), and counts them per (model, benchmark): done never exceeds planned, and the
-    extra verdicts are reported apart."""
-    beyond: dict[tuple[str, str], int] = {}
-    for group, instances in done.items():
-        plan = plans.get(group[1])
-        if plan is not None and not instances <= plan:
-            beyond[group] = len(instances - plan)
-            instances &= plan
-    return beyond
+def _report(
+    run_dir: Path,
+    manifest: Manifest | None,
+    frame: pl.LazyFrame,
+    damaged: list[DamageReport],
+    every: EveryRecord,
+    winners: pl.LazyFrame | None = None,
+) -> StatusReport:
+    """`status_report` from the digest: spend by every record, errors and verdicts by the newest."""
+    import polars as pl
+
+    scans = every.scans
+    winners = _winners(frame) if winners is None else winners
+    found = newest_report(winners)
+    spent, failed = every.spend, error_tally(winners)
+    judge_spent: dict[str, float] = defaultdict(float)
+    for scan in scans.values():
+        for label, dollars in scan.by.items():
+            judge_spent[label] += dollars
+    # What is planned, done and complete: the one reading's rule (runner/store/current.py).
+    reading = reading_of(run_dir, manifest, found.verdicts, damaged=damaged)
+    judged = _judged(found, reading)
+    summaries = _planned(run_dir)
+    by_pair = {(p.model, p.benchmark): p for p in reading.progress}
+    # A pair a summary plans that left no record yet (a run without a manifest) is a row too.
+    groups = sorted(set(by_pair) | set(spent.groups) | set(found.errors) | set(summaries))
+    rows = [
+        _row(
+            g,
+            by_pair.get(g),
+            reading.plans.get((g[1], g[0])),
+            summaries,
+            spent,
+            found.errors,
+            manifest is None,
+        )
+        for g in groups
+    ]
+    partitions, shared = _partitions(run_dir, {w: scan.total for w, scan in scans.items()})
+    planned = [r["planned"] for r in rows]
+    pairs = sum(planned) if planned and None not in planned else None
+    judges = _judge_rows(judged, judge_spent, pairs)
+    total = round(sum(scan.total for scan in scans.values()), SPEND_DECIMALS)
+    worst = round(sum(scan.worst_case for scan in scans.values()), SPEND_DECIMALS)
+    by_kind = failed.by_kind(
+        lambda pair, judge: (
+            reading.selects(pair[1], pair[0], pair[2]) and reading.needs(pair[1], pair[0], judge)
+        )
+    )
+    shown = tuple(str(d) for d in damaged)
+    lines = frame.filter(pl.col("kind") == "batch").select("line").collect().to_series()
+    batches = tuple(decode_record(line.encode()) for line in lines)
+    return StatusReport(rows, partitions, total, by_kind, shared, judges, worst, reading, shown, batches)
+
+
+def _judged(found: Newest, reading: RunReading) -> dict[str, list[int]]:
+    """judge -> [verdicts done, in error (of planned instances), distinct calls]."""
+    import polars as pl
+
+    judged: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    per_judge = found.verdicts.filter(selects(reading.plans) & pl.col("judge").is_not_null())
+    ok, bad = (~pl.col("failed")).sum(), pl.col("failed").sum().alias("_bad")
+    for judge, done, failed in per_judge.group_by("judge").agg(ok, bad).iter_rows():
+        judged[judge][0] += done
+        judged[judge][1] += failed
+    for judge, n in found.judge_calls.items():
+        judged[judge][2] += n
+    return judged
+
+
+def _judge_rows(
+    judged: dict[str, list[int]], judge_spent: dict[str, float], pairs: int | None
+) -> list[dict[str, object]]:
+    """One row per judge: the pairs planned, its verdicts done and in error, its calls and spend."""
+    return [
+        {
+            "judge": label,
+            "planned": pairs,
+            "done": judged[label][0],
+            "errors": judged[label][1],
+            "calls": judged[label][2],
+            "spent_usd": round(judge_spent.get(label, 0.0), SPEND_DECIMALS),
+        }
+        for label in sorted(set(judged), key=natural_key)
+    ]
+
+
+def _row(
+    group: tuple[str, str],
+    progress: PairProgress | None,
+    plan: PairPlan | None,
+    summaries: dict[tuple[str, str], int],
+    spent: SpendTally,
+    errors: dict[tuple[str, str], int],
+    unrecorded: bool = False,
+) -> dict[str, Any]:
+    """One (model, benchmark) row of `status`: planned and done as the reading counts them (a plan
+    the manifest does not list, a run recorded before plans were kept, a sweep's directory without a
+    manifest (`unrecorded`, with summaries): the summaries' count, None where they do not say; an
+    import's directory, which has no summaries, plans what it imported)."""
+    unknown = (
+        progress is None
+        or (plan is not None and plan.origin == "config" and plan.instances is None)
+        or (unrecorded and bool(summaries))
+    )
+    planned = summaries.get(group) if unknown else progress.planned if progress is not None else None
+    beyond = progress.beyond if progress is not None else 0
+    return {
+        "model": group[0],
+        "benchmark": group[1],
+        "planned": planned,
+        "done": progress.done if progress is not None else 0,
+        "errors": errors.get(group, 0),
+        **spent.fields(group),
+        **({"beyond_plan": beyond} if beyond else {}),
+    }
 
 
 def _partitions(
@@ -365,18 +425,20 @@ RUNNING_WITHIN_S = 10.0  # a running sweep's summary.json is never older than th
 @dataclass(slots=True)
 class _Endpoint:
     """What the shards say of one endpoint label: every call record, those stamped within the rate
-    window (`recent`), and the 429s."""
+    window (`recent`), those within the last minute (`minute`: its rpm and tpm, counted, never scaled
+    up from a few seconds past what the provider saw), and the 429s."""
 
     every: Use = field(default_factory=Use)
     recent: Use = field(default_factory=Use)
+    minute: Use = field(default_factory=Use)
     rate_limited: int = 0
 
 
 @dataclass(slots=True)
 class _Scan:
-    """What the board gathers from the shards, record by record (`add`), then per pair (`finish`). A
-    key written more than once (an error, then its retry) counts once, as its newest record says;
-    every record counts for dollars, 429s and pace; `since`: where the recent pace window starts."""
+    """What the board gathers from the shards' digest (`_board_scan`), then per pair (`finish`). A key
+    written more than once (an error, then its retry) counts once, as its newest record says; every
+    record counts for dollars, 429s and pace; `since`: where the recent pace window starts."""
 
     since: float
     endpoints: dict[str, _Endpoint] = field(default_factory=dict)
@@ -385,45 +447,15 @@ class _Scan:
     groups: dict[tuple[str, str], Counters] = field(default_factory=lambda: defaultdict(Counters))
     errors: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # calls still in error
     judge_calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # distinct, per judge
-    # key -> (endpoint label, group, error)
-    newest: dict[bytes, tuple[str, tuple[str, str], bool]] = field(default_factory=dict)
-    plans: dict[str, frozenset[str]] = field(default_factory=dict)  # instances planned, by benchmark
-    spend: WriterSpend = field(default_factory=lambda: WriterSpend([]))  # what a resumed run starts from
-
-    def add(self, sl: ShardLine, rec: dict[str, Any]) -> None:
-        if sl.kind != "verdict":
-            self.spend.add(sl.file_no, rec)
-        if sl.kind == INTENT:
-            return
-        newest = self.newest
-        group = (str(rec.get("model")), str(rec.get("benchmark")))
-        label = str(rec.get("judge")) if sl.kind == "judgment" else group[0]
-        if sl.kind == "verdict" and _outside(self.plans, group[1], rec):
-            return  # judged under a higher `limit`: not a pair of this plan (status lists it apart)
-        if sl.kind == "verdict":
-            failed = sl.is_error or any(r.get("status") == "error" for r in rec.get("rows") or [])
-            label = "verdict:" + str(rec.get("judge"))
-        else:
-            failed = sl.is_error
-            _count_call(self, label, group, sl.kind, rec, self.since, first=sl.key not in newest)
-            if sl.kind == "judgment" and sl.key not in newest:
-                self.judge_calls[label] += 1
-        key = sl.key if sl.kind != "verdict" else bytes.fromhex(verdict_slot(rec))
-        old = newest.get(key)
-        if old is None or not failed or old[2]:
-            newest[key] = (label, group, failed)
+    # Per (model, benchmark), per judge: [current verdicts without error, in error] of planned instances.
+    verdicts: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
+    plans: dict[tuple[str, str], PairPlan] = field(default_factory=dict)
+    spend: dict[str, SpendScan] = field(default_factory=dict)  # what a resumed run starts from
 
     def finish(self, panel: tuple[str, ...]) -> _Scan:
         """Each judge writes a verdict per pair: a pair is finished when each judge of the panel has
         (without a known panel, every judge that wrote one), failed when any of them failed."""
-        verdicts: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
-        for label, group, failed in self.newest.values():
-            if label.startswith("verdict:"):
-                counts = verdicts[group].setdefault(label[len("verdict:") :], [0, 0])
-                counts[failed] += 1
-            elif failed:
-                self.errors[label] += 1
-        for group, by_judge in verdicts.items():
+        for group, by_judge in self.verdicts.items():
             wanted = [by_judge.get(j, [0, 0]) for j in panel] if panel else list(by_judge.values())
             g = self.groups[group]
             g.errors = max(f for _, f in wanted)
@@ -431,38 +463,71 @@ class _Scan:
         return self
 
 
-def _outside(plans: dict[str, frozenset[str]], bench: str, rec: dict[str, Any]) -> bool:
-    plan = plans.get(bench)
-    return plan is not None and str(rec.get("instance_id")) not in plan
+def _board_scan(
+    frame: pl.LazyFrame,
+    since: float,
+    plans: dict[tuple[str, str], PairPlan],
+    every: EveryRecord,
+    winners: pl.LazyFrame | None = None,
+) -> _Scan:
+    """The board's scan over the digest: each endpoint's calls (all, recent, last minute), each pair's
+    distinct calls and tokens, the newest record per key; verdicts outside the plan left out (a slot
+    is of one instance: leaving its records out before or after choosing the newest is the same)."""
+    import polars as pl
+
+    scan = _Scan(since=since, plans=plans, spend=every.scans)
+    winners = _winners(frame) if winners is None else winners
+    winners = winners.filter(~outside_plan(plans))
+    judged = pl.col("kind") == "judgment"
+    calls = calls_of(frame).with_columns(
+        pl.when(judged).then(pl.col("judge").fill_null("None")).otherwise(pl.col("model")).alias("_label"),
+    )
+    _endpoints(scan, every)
+    # Each call key as it first appeared: the winners say where (`_first`).
+    firsts = calls_of(winners).select("_first").collect().to_series()
+    first = calls.filter(pl.col("_ord").is_in(firsts.implode()))
+    for model, bench, is_judge, n, inp, out, unparsed in (
+        first.group_by("model", "benchmark", judged.alias("_j"))
+        .agg(pl.len(), pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("unparsed").sum())
+        .collect()
+        .iter_rows()
+    ):
+        g = scan.groups[(model, bench)]
+        c = g.judge if is_judge else g
+        c.calls, c.input_tokens, c.output_tokens = c.calls + n, c.input_tokens + inp, c.output_tokens + out
+        g.unparsed += int(unparsed) if is_judge else 0
+    for label, n in first.filter(judged).group_by("_label").len().collect().iter_rows():
+        scan.judge_calls[label] = n
+    for label, n in (
+        calls_of(winners)
+        .filter(pl.col("failed"))
+        .group_by(pl.when(judged).then(pl.col("judge").fill_null("None")).otherwise(pl.col("model")))
+        .len()
+        .collect()
+        .iter_rows()
+    ):
+        scan.errors[label] = n
+    verdicts = winners.filter(pl.col("kind") == "verdict").group_by(
+        "model", "benchmark", pl.col("judge").fill_null("None")
+    )
+    for model, bench, judge, ok, bad in (
+        verdicts.agg((~pl.col("failed")).sum().alias("_ok"), pl.col("failed").sum().alias("_bad"))
+        .collect()
+        .iter_rows()
+    ):
+        scan.verdicts.setdefault((model, bench), {})[judge] = [int(ok), int(bad)]
+    return scan
 
 
-def _number(rec: dict[str, Any], name: str) -> float:
-    v = rec.get(name)
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
-
-
-def _count_call(
-    out: _Scan, label: str, group: tuple[str, str], kind: str, rec: dict[str, Any], since: float, first: bool
-) -> None:
-    e = out.endpoints.setdefault(label, _Endpoint())
-    input_tokens, output_tokens = int(_number(rec, "input_tokens")), int(_number(rec, "output_tokens"))
-    latency_s = _number(rec, "latency_s")
-    e.every.add(1, input_tokens + output_tokens, latency_s)
-    e.rate_limited += int(_number(rec, "rate_limited"))
-    if _number(rec, "ts") >= since:
-        e.recent.add(1, input_tokens + output_tokens, latency_s)
-    if not first:
-        return
-    g = out.groups[group]
-    if kind == "generation":
-        g.calls += 1
-        g.input_tokens += input_tokens
-        g.output_tokens += output_tokens
-    else:
-        g.judge.calls += 1
-        g.judge.input_tokens += input_tokens
-        g.judge.output_tokens += output_tokens
-        g.unparsed += rec.get("parse") == "unparsed"
+def _endpoints(scan: _Scan, every: EveryRecord) -> None:
+    """Each endpoint's use: every call record, those within the rate window, those within the minute
+    (tallied.every_record), in the order the endpoints first appear."""
+    for label, e in sorted(every.endpoints.items(), key=lambda kv: kv[1].first):
+        found = scan.endpoints[label] = _Endpoint(rate_limited=e.rate_limited)
+        for use, (n, tokens, latency) in zip(
+            (found.every, found.recent, found.minute), (e.every, e.recent, e.minute), strict=True
+        ):
+            use.add(n, tokens, latency)
 
 
 def _progress_of(run_dir: Path) -> tuple[str, float, dict[str, Any]]:
@@ -486,23 +551,48 @@ def status_board(run_dir: Path, now: float | None = None, damaged: list[DamageRe
     """The board of a run directory; with the ETA while its sweep runs (an unpartitioned one)."""
     run_dir = Path(run_dir)
     now = time.time() if now is None else now
-    scan = _Scan(since=now - RATE_WINDOW_S, plans=planned_instances(run_dir), spend=run_spend(run_dir))
-    _read(run_dir, damaged, scan)
-    return _board(run_dir, now, scan)
+    damaged = [] if damaged is None else damaged
+    import polars as pl
+
+    manifest = _manifest(run_dir)
+    parts = _digest(run_dir, damaged)
+    every = every_record(run_dir, parts, now - RATE_WINDOW_S, now - LIMIT_WINDOW_S)
+    scan = _board_scan(ordered(pl.concat(parts)), now - RATE_WINDOW_S, plans_of(manifest), every)
+    return _board(run_dir, now, scan, manifest)
 
 
-def _board(run_dir: Path, now: float, gathered: _Scan) -> Board:
+def _board(
+    run_dir: Path,
+    now: float,
+    gathered: _Scan,
+    manifest: Manifest | None,
+    planned: dict[tuple[str, str], int] | None = None,
+) -> Board:
     state, updated, progress = _progress_of(run_dir)
     where = f"{run_dir / SUMMARY_NAME}: progress"
     plan = SweepPlan.from_json(where, progress) if progress else None
     running = state == "running" and now - updated < RUNNING_WITHIN_S
     if state == "running" and not running:
         state = "not running"
-    scan = gathered.finish(plan.panel if plan is not None else _panel(run_dir))
-    reading = _reading(scan, _planned(run_dir), plan, progress, where, running, state or "not running")
+    scan = gathered.finish(plan.panel if plan is not None else _panel(manifest))
+    planned = _planned(run_dir) if planned is None else planned
+    reading = _reading(scan, planned, plan, progress, where, running, state or "not running")
     lanes = reading.lanes()
     seen = reading.outlook(lanes) if running else Outlook(None)
-    return make_board(reading, lanes, settled(seen, lanes, list(reading.made()), reading.judge))
+    board = make_board(reading, lanes, settled(seen, lanes, list(reading.made()), reading.judge))
+    return _with_stopping(board, run_dir)
+
+
+def _with_stopping(board: Board, run_dir: Path) -> Board:
+    """The board with `[run] stop_when`'s lines, as summary.json last kept them (none without)."""
+    path = run_dir / SUMMARY_NAME
+    view = _load_summary(path).get("stop_when") if path.is_file() else None
+    if not isinstance(view, dict):
+        return board
+    try:
+        return dataclasses.replace(board, stopping=stop_text(view))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: field 'stop_when': {e}") from None
 
 
 def _reading(
@@ -534,22 +624,16 @@ def _reading(
     )
 
 
-def _spent(spend: WriterSpend, labels: Iterable[str]) -> dict[str | None, float]:
+def _spent(spend: dict[str, SpendScan], labels: Iterable[str]) -> dict[str | None, float]:
     """The run's spend (None) and each endpoint label's, as a resumed run's budget would start from."""
-    scans = spend.finish().values()
+    scans = spend.values()
     out: dict[str | None, float] = {None: sum(s.total for s in scans)}
     out.update({label: sum(s.by.get(label, 0.0) for s in scans) for label in labels})
     return out
 
 
-def _panel(run_dir: Path) -> tuple[str, ...]:
+def _panel(manifest: Manifest | None) -> tuple[str, ...]:
     """The configured judges the manifest names (a run without summaries); () when it names none."""
-    from ifsweep.runner.store.manifest import ManifestError, read_manifest
-
-    try:
-        manifest = read_manifest(run_dir)
-    except ManifestError:
-        return ()
     return manifest.judge_order if manifest is not None else ()
 
 
@@ -594,6 +678,5 @@ def _pace(e: _Endpoint, running: bool) -> Pace:
     latency = calls.latency_s / calls.calls if calls.calls else None
     if not running:
         return Pace(latency_s=latency)
-    return Pace(
-        round(e.recent.calls / RATE_WINDOW_S * 60), round(e.recent.tokens / RATE_WINDOW_S * 60), latency
-    )
+    # Calls and tokens of the last LIMIT_WINDOW_S (a minute) as they were, as the live view counts them.
+    return Pace(e.minute.calls, e.minute.tokens, latency)
