@@ -67,7 +67,7 @@ from ifsweep.runner.store.seen import Owner
 from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError, shard_files
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_sweep_verdicts, planned_verdicts
-from ifsweep.runner.watch.outcomes import ErrorTally, SpendTally, errors_message
+from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, errors_message
 from ifsweep.runner.watch.progress import ProgressState, run_progress
 from ifsweep.runner.watch.reading import SweepPlan
 from ifsweep.runner.watch.status import summary_name
@@ -814,8 +814,10 @@ def _result(
         planned=sum(c.planned for c in counters.values()),
         done=sum(c.done for c in counters.values()),
         errors=sum(c.errors for c in counters.values()),
-        spent_usd=budget.spent_usd,
-        worst_case_usd=budget.worst_case_usd,
+        # Rounded as `ifsweep status` rounds: a resumed run adds the same bills in another order, and
+        # the float sum's last digits must not read as money spent again.
+        spent_usd=round(budget.spent_usd, SPEND_DECIMALS),
+        worst_case_usd=round(budget.worst_case_usd, SPEND_DECIMALS),
         message=message,
         rescored=sum(c.rescored for c in counters.values()),
         max_usd=budget.max_usd,
