@@ -29,10 +29,10 @@ from client_overhead import start_simulator
 from ifsweep import benchmarks
 from ifsweep.providers import EndpointStats
 from ifsweep.runner.config import load_config
-from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.engine.sweep import load_work, run_sweep
 from ifsweep.runner.store.shards import RunStore
 from ifsweep.runner.watch.board import plain_line, rich_board
+from ifsweep.runner.watch.outcomes import Counters
 from ifsweep.runner.watch.progress import RICH_EVERY_S, VIEW_SHARE, ProgressState
 from ifsweep.runner.watch.reading import SweepPlan
 from ifsweep.runner.watch.workload import BenchShape

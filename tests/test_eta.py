@@ -12,7 +12,6 @@ import sys
 import pytest
 
 from ifsweep.providers import EndpointStats
-from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.watch.board import duration
 from ifsweep.runner.watch.eta import (
     INF,
@@ -25,6 +24,7 @@ from ifsweep.runner.watch.eta import (
     has_work,
     scaled,
 )
+from ifsweep.runner.watch.outcomes import Counters
 from ifsweep.runner.watch.pace import MIN_SPAN_S, Window
 from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.runner.watch.reading import SweepPlan, settled
@@ -319,7 +319,7 @@ def test_live_rpm_is_never_a_burst_scaled_past_what_any_minute_saw() -> None:
 FIRST_WALK = """
 import json, sys
 from ifsweep.providers import EndpointStats
-from ifsweep.runner.engine.pipeline import Counters
+from ifsweep.runner.watch.outcomes import Counters
 from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.runner.watch.reading import SweepPlan
 from ifsweep.runner.watch.workload import BenchShape

@@ -19,10 +19,11 @@ from ifsweep import benchmarks
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.runner.commands.cli import main
 from ifsweep.runner.config import BenchmarkConfig
-from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.engine.pipeline import BenchJob, Pipeline
 from ifsweep.runner.store import keys
 from ifsweep.runner.store.shards import RunStore
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_verdicts, planned
+from ifsweep.runner.watch.outcomes import Counters
 from ifsweep.runner.watch.status import status_table
 from ifsweep.simulator import SimConfig, SimulatorThread
 

@@ -18,9 +18,9 @@ from ifsweep.providers import Budget, ProviderEvent, ProviderPool
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.providers.send.retry import RetryPolicy
 from ifsweep.runner.commands.cli import main
-from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.engine.scheduler import Work, count_planned, initial_workers, pairs_for, worker_budget
 from ifsweep.runner.watch.board import plain_line
+from ifsweep.runner.watch.outcomes import Counters
 from ifsweep.runner.watch.progress import ProgressState
 from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 

@@ -115,3 +115,36 @@ def test_status_counts_rpm_over_the_last_minute_never_scaled_up(tmp_path: Path) 
     calls = {r.label: r.calls for r in board.rows}
     assert calls and all(n > 0 for n in calls.values()), calls
     assert {r.label: r.pace.calls_per_min for r in board.rows} == calls
+
+
+def test_status_reads_a_run_without_the_sweep_machinery(tmp_path: Path) -> None:
+    """`ifsweep status` (run every few seconds by a person watching) loads no part of the engine, the
+    provider pool or the HTTP stack: on a full-size run they were a fifth of its time."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    cfg = tmp_path / "sweep.toml"
+    with SimulatorThread(SimConfig(seed=SEED)) as sim:
+        cfg.write_text(sweep_toml(out, sim.base_url, bench=("followbench",), limit=2))
+        assert main(["run", str(cfg)]) == 0
+    heavy = (
+        "asyncio",
+        "aiohttp",
+        "aiolimiter",
+        "litellm",
+        "ifsweep.runner.engine.pipeline",
+        "ifsweep.runner.engine.scheduler",
+        "ifsweep.runner.engine.sweep",
+        "ifsweep.providers.pool",
+    )
+    probe = (
+        "import sys, contextlib, io\n"
+        "from ifsweep.runner.commands.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    code = main(['status', {str(out)!r}])\n"
+        f"print(code, [m for m in {heavy!r} if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(None, 1) == ["0", "[]\n"], done.stdout

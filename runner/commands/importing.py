@@ -22,13 +22,14 @@ from ifsweep import benchmarks
 from ifsweep.benchmarks import Benchmark, DataError, ImportedResult, Message
 from ifsweep.providers.records import Completion, EndpointSpec
 from ifsweep.runner.config import BenchmarkConfig, ScoringMode
-from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.engine.pipeline import BenchJob, Pipeline
 from ifsweep.runner.errors import UsageError
 from ifsweep.runner.store.keys import Identity
 from ifsweep.runner.store.locks import lock_run
 from ifsweep.runner.store.manifest import older_records
 from ifsweep.runner.store.shards import SHARDS_DIR, RunStore, record_key
 from ifsweep.runner.store.verify import Planned, check_verdicts, planned_verdicts
+from ifsweep.runner.watch.outcomes import Counters
 
 
 def _canon(messages: Sequence[Mapping[str, str]]) -> bytes:

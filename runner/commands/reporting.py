@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.runner.commands.agreement import run_agreement
 from ifsweep.runner.commands.audit import ReportAudit, check_correction, report_audit
@@ -293,10 +293,19 @@ def status_json(run_dir: Path) -> str:
     return orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2).decode()
 
 
+def _open_batches(run_dir: Path, records: tuple[dict[str, Any], ...]) -> list[Any]:
+    """The run's open Batch API batches; without a batch record, none, and the batch machinery (the
+    provider clients among it, a tenth of status's start) is never imported."""
+    if not records:
+        return []
+    from ifsweep.runner.engine.batches import open_batches
+
+    return list(open_batches(run_dir, records))
+
+
 def render_status(run_dir: Path) -> str:
     """The board (totals, one row per endpoint, the ETA while the sweep runs), then per model and
     benchmark what is planned, done, failed and spent, then a row per partition when there are any."""
-    from ifsweep.runner.engine.batches import open_batches
     from ifsweep.runner.watch.board import table_lines
     from ifsweep.runner.watch.status import status_views
 
@@ -336,7 +345,7 @@ def render_status(run_dir: Path) -> str:
             "`limit` (not counted above; `ifsweep report` leaves them out)"
             for r in beyond
         ]
-    batches = open_batches(run_dir, report.batch_records)
+    batches = _open_batches(run_dir, report.batch_records)
     if batches:
         requests = sum(b.requests for b in batches)
         lines += [

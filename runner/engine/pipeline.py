@@ -27,6 +27,7 @@ from ifsweep.runner.store import keys
 from ifsweep.runner.store.keys import Identity, endpoint_identity
 from ifsweep.runner.store.seen import SeenVerdicts, verdict_problem
 from ifsweep.runner.store.shards import RunStore
+from ifsweep.runner.watch.outcomes import Counters, JudgeCounters
 
 Outcome = Literal["done", "cached", "error", "skipped"]
 # The "v" of every record this module writes; 2 since keys carry the endpoint and the instance
@@ -74,46 +75,6 @@ class VerdictRef:
     key: str
     basis: str
     replaces: bool = False
-
-
-@dataclass(slots=True)
-class Calls:
-    """Calls made and what they took: prompt and answer tokens, and seconds (summed)."""
-
-    calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-
-    def add(self, c: Completion) -> None:
-        self.calls += 1
-        self.input_tokens += c.input_tokens
-        self.output_tokens += c.output_tokens
-        self.latency_s += c.latency_s
-
-
-@dataclass(slots=True)
-class JudgeCounters(Calls):
-    """A share of the sweep: the calls it made (above) and its pairs: planned, done (`cached`: finished
-    from stored results), in error. As it stands, one judge's share, for the board and summary.json."""
-
-    planned: int = 0
-    done: int = 0
-    cached: int = 0
-    errors: int = 0
-
-
-@dataclass(slots=True)
-class Counters(JudgeCounters):
-    """One (model, benchmark)'s share: its pairs and the model's own calls, and the judge's calls on
-    its answers apart."""
-
-    judge: Calls = field(default_factory=Calls)
-    unparsed: int = 0
-    # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
-    # re-scores them from the stored replies, sending nothing it has.
-    rescored: int = 0
-    started: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,9 @@ from ifsweep.benchmarks import Instance
 from ifsweep.providers.records import BatchPolicy, BudgetExhausted, EndpointSpec
 from ifsweep.providers.send.params import sent_params
 from ifsweep.runner.config import DEFAULT_MODEL_CONCURRENCY, SweepConfig
-from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline, SupportsComplete
+from ifsweep.runner.engine.pipeline import BenchJob, Pipeline, SupportsComplete
 from ifsweep.runner.store.keys import endpoint_identity, generation_key
+from ifsweep.runner.watch.outcomes import Counters
 
 # "settled": `[run] stop_when` stopped the models it settled (runner/engine/stopping.py); not a failure.
 SweepStatus = Literal["complete", "settled", "budget_exhausted", "interrupted", "failed"]

@@ -32,7 +32,7 @@ from ifsweep.runner.engine.order import (
     strata_units,
     units_of,
 )
-from ifsweep.runner.engine.pipeline import BenchJob, Counters, Pipeline
+from ifsweep.runner.engine.pipeline import BenchJob, Pipeline
 from ifsweep.runner.engine.scheduler import (
     EXIT_CODES,
     Elastic,
@@ -67,7 +67,7 @@ from ifsweep.runner.store.seen import Owner
 from ifsweep.runner.store.shards import DISK_FULL_ADVICE, DiskFullError, shard_files
 from ifsweep.runner.store.spooled import SpooledInstances
 from ifsweep.runner.store.verify import IncompleteVerdicts, Planned, check_sweep_verdicts, planned_verdicts
-from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, ErrorTally, SpendTally, errors_message
+from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, Counters, ErrorTally, SpendTally, errors_message
 from ifsweep.runner.watch.progress import ProgressState, run_progress
 from ifsweep.runner.watch.reading import SweepPlan
 from ifsweep.runner.watch.status import summary_name

@@ -30,7 +30,6 @@ import functools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from ifsweep.providers.pool import resolve_route
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.providers.send.conversation import conversation
 from ifsweep.runner.store.shards import record_key
@@ -66,7 +65,10 @@ def endpoint_identity(spec: EndpointSpec) -> Identity:
 
 @functools.cache
 def _route_identity(model: str, api_base: str | None, force_litellm: bool) -> Identity:
-    # Cached: the partition filter asks for every pair, and resolving may consult litellm.
+    # Cached: the partition filter asks for every pair, and resolving may consult litellm. Imported
+    # here: the pool brings asyncio and the rate limiters, which a reader of a run (status) never needs.
+    from ifsweep.providers.pool import resolve_route
+
     route = resolve_route(EndpointSpec(label="", model=model, api_base=api_base, force_litellm=force_litellm))
     base = route.api_base.rstrip("/") if route.api_base else None
     return {"provider": route.provider, "api_base": base, "model": route.model, "path": route.path}

@@ -8,12 +8,16 @@ feeds it the shards.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ifsweep.runner.store.keys import verdict_slot
+
+if TYPE_CHECKING:
+    from ifsweep.providers.records import Completion
 
 Group = tuple[str, str]  # (model label, benchmark label)
 Pair = tuple[str, str, str]  # (model label, benchmark label, instance id)
@@ -174,3 +178,45 @@ def spend_text(spent_usd: float, worst_case_usd: float) -> str:
         f"${spent_usd:.4f} spent (${paid:.4f} paid, as the providers reported; ${worst_case_usd:.4f} the "
         "worst case of calls cut off or cancelled in flight, whose bill is unknown)"
     )
+
+
+# The pipeline's counters (runner/engine/pipeline.py fills them; the board and status read them): here,
+# so a reader of a run never imports the pipeline.
+@dataclass(slots=True)
+class Calls:
+    """Calls made and what they took: prompt and answer tokens, and seconds (summed)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, c: Completion) -> None:
+        self.calls += 1
+        self.input_tokens += c.input_tokens
+        self.output_tokens += c.output_tokens
+        self.latency_s += c.latency_s
+
+
+@dataclass(slots=True)
+class JudgeCounters(Calls):
+    """A share of the sweep: the calls it made (above) and its pairs: planned, done (`cached`: finished
+    from stored results), in error. As it stands, one judge's share, for the board and summary.json."""
+
+    planned: int = 0
+    done: int = 0
+    cached: int = 0
+    errors: int = 0
+
+
+@dataclass(slots=True)
+class Counters(JudgeCounters):
+    """One (model, benchmark)'s share: its pairs and the model's own calls, and the judge's calls on
+    its answers apart."""
+
+    judge: Calls = field(default_factory=Calls)
+    unparsed: int = 0
+    # Verdicts derived anew because what they depend on changed (the scoring code, above all): a resume
+    # re-scores them from the stored replies, sending nothing it has.
+    rescored: int = 0
+    started: float = field(default_factory=time.monotonic)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import anyio
 
 from ifsweep.providers import EndpointStats, ProviderEvent
-from ifsweep.runner.engine.pipeline import Counters, JudgeCounters
 from ifsweep.runner.watch.board import Board, Limits, Pace, duration, plain_line, rich_board, table_lines
 from ifsweep.runner.watch.eta import OWN_BOUNDS, UNKNOWN, Outlook
+from ifsweep.runner.watch.outcomes import Counters, JudgeCounters
 from ifsweep.runner.watch.pace import LIMIT_WINDOW_S, RATE_WINDOW_S, Window
 from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
 from ifsweep.runner.watch.settling import stop_text

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ifsweep.runner.engine.pipeline import Counters
 from ifsweep.runner.store.current import PairPlan, PairProgress, RunReading, plans_of, reading_of, selects
 from ifsweep.runner.store.intents import SpendScan
 from ifsweep.runner.store.manifest import Manifest, ManifestError, read_manifest
 from ifsweep.runner.store.shards import DamageReport, decode_record
 from ifsweep.runner.watch.board import Board, Limits, Pace, natural_key
 from ifsweep.runner.watch.eta import Outlook
-from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, SpendTally
+from ifsweep.runner.watch.outcomes import SPEND_DECIMALS, Counters, SpendTally
 from ifsweep.runner.watch.pace import LIMIT_WINDOW_S, RATE_WINDOW_S
 from ifsweep.runner.watch.reading import Reading, SweepPlan, make_board, settled
 from ifsweep.runner.watch.settling import stop_text
@@ -39,6 +38,7 @@ from ifsweep.runner.watch.tallied import (
     calls_of,
     error_tally,
     every_record,
+    held_winners,
     newest,
     newest_report,
     ordered,
@@ -225,7 +225,7 @@ def status_views(
     frame = ordered(pl.concat(parts))
     # Newest-per-key first: its group-by is the reading's largest, and what the allocator keeps of it
     # serves the part-at-a-time sums after it (the other way round, status peaked 20 MB higher).
-    winners = _winners(frame)
+    winners = held_winners(_winners(frame))
     every = every_record(run_dir, parts, now - RATE_WINDOW_S, now - LIMIT_WINDOW_S)
     whole = _report(run_dir, manifest, frame, damaged, every, winners)
     board = _board_scan(frame, now - RATE_WINDOW_S, plans_of(manifest), every, winners)
@@ -477,37 +477,29 @@ def _board_scan(
 
     scan = _Scan(since=since, plans=plans, spend=every.scans)
     winners = _winners(frame) if winners is None else winners
-    winners = winners.filter(~outside_plan(plans))
     judged = pl.col("kind") == "judgment"
-    calls = calls_of(frame).with_columns(
-        pl.when(judged).then(pl.col("judge").fill_null("None")).otherwise(pl.col("model")).alias("_label"),
-    )
+    by_label = pl.when(judged).then(pl.col("judge").fill_null("None")).otherwise(pl.col("model"))
     _endpoints(scan, every)
     # Each call key as it first appeared: the winners say where (`_first`).
     firsts = calls_of(winners).select("_first").collect().to_series()
-    first = calls.filter(pl.col("_ord").is_in(firsts.implode()))
-    for model, bench, is_judge, n, inp, out, unparsed in (
-        first.group_by("model", "benchmark", judged.alias("_j"))
-        .agg(pl.len(), pl.col("input_tokens").sum(), pl.col("output_tokens").sum(), pl.col("unparsed").sum())
-        .collect()
-        .iter_rows()
+    first = calls_of(frame).filter(pl.col("_ord").is_in(firsts.implode()))
+    sums = (pl.col(c).sum() for c in ("input_tokens", "output_tokens", "unparsed"))
+    pair = ("model", "benchmark", judged.alias("_j"), by_label.alias("_label"))
+    for model, bench, is_judge, name, n, tokens_in, tokens_out, bad in (
+        first.group_by(*pair, maintain_order=True).agg(pl.len(), *sums).collect().iter_rows()
     ):
         g = scan.groups[(model, bench)]
         c = g.judge if is_judge else g
-        c.calls, c.input_tokens, c.output_tokens = c.calls + n, c.input_tokens + inp, c.output_tokens + out
-        g.unparsed += int(unparsed) if is_judge else 0
-    for label, n in first.filter(judged).group_by("_label").len().collect().iter_rows():
-        scan.judge_calls[label] = n
-    for label, n in (
-        calls_of(winners)
-        .filter(pl.col("failed"))
-        .group_by(pl.when(judged).then(pl.col("judge").fill_null("None")).otherwise(pl.col("model")))
-        .len()
-        .collect()
-        .iter_rows()
-    ):
+        c.calls, c.input_tokens = c.calls + n, c.input_tokens + tokens_in
+        c.output_tokens += tokens_out
+        g.unparsed += int(bad) if is_judge else 0
+        if is_judge:
+            scan.judge_calls[name] += n
+    for label, n in calls_of(winners).filter(pl.col("failed")).group_by(by_label).len().collect().iter_rows():
         scan.errors[label] = n
-    verdicts = winners.filter(pl.col("kind") == "verdict").group_by(
+    # Only verdicts can lie outside the plan: the call queries above read every winner.
+    inside = winners.filter(~outside_plan(plans))
+    verdicts = inside.filter(pl.col("kind") == "verdict").group_by(
         "model", "benchmark", pl.col("judge").fill_null("None")
     )
     for model, bench, judge, ok, bad in (

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-from ifsweep.benchmarks import Instance
 from ifsweep.providers.pricing import estimate_tokens
-from ifsweep.runner.engine.pipeline import BenchJob, Counters
-from ifsweep.runner.engine.scheduler import Work
 from ifsweep.runner.watch.eta import INF, Lane, Phase
+from ifsweep.runner.watch.outcomes import Counters
+
+if TYPE_CHECKING:  # a reader of a run (`ifsweep status`) imports this module, never the engine
+    from ifsweep.benchmarks import Instance
+    from ifsweep.runner.engine.pipeline import BenchJob
+    from ifsweep.runner.engine.scheduler import Work
 
 JUDGE_REPLY_LOW = 32  # tokens of a bare verdict list, or YES/NO with a line of reasoning
 # Calls of a benchmark seen before their mean tokens replace the estimate from its prompts.
