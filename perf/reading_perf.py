@@ -41,6 +41,7 @@ from ifsweep.runner.store.compact import compact, scan_verdict_rows
 from ifsweep.runner.store.current import read_run, reading_of
 from ifsweep.runner.store.manifest import BenchmarkEntry, Manifest, ModelEntry, read_manifest, write_manifest
 from ifsweep.runner.store.shards import RunStore, record_key, scan_shards
+from ifsweep.runner.view.pages import INDEXING_REFRESH_S as VIEW_REFRESH_S
 from ifsweep.runner.watch.status import status_report
 
 MODELS = 20
@@ -175,7 +176,9 @@ def view_child(run: Path, pkg: Path | None = None) -> tuple[float, float, float]
             body = conn.getresponse().read()
             if b"index whole" in body:
                 break
-            time.sleep(0.25)
+            # As often as the page itself reloads while indexing (a browser's load, no more: four
+            # overviews a second made the first pass wait for the lock, 22 s instead of 18).
+            time.sleep(VIEW_REFRESH_S)
         whole_s = time.perf_counter() - t
         conn.close()
         return url_s, whole_s, _hwm_kib(proc.pid) / 1024
@@ -207,8 +210,9 @@ def commands(run: Path, before: Path | None, only: set[str]) -> None:
     wall, bare_mb, _ = child([sys.executable, "-c", BARE, str(run)])
     print(f"  bare Polars scan of the shards (4 fields, by kind): {wall:.2f} s, {bare_mb:.0f} MB")
     outputs: dict[str, dict[str, str]] = {"this tree": {}, "before": {}}
-    shutil.rmtree(run / "compact" / "digest", ignore_errors=True)
     if "status" in only:
+        # status first builds the digest itself (status-cold); the others find it, as after a sweep.
+        shutil.rmtree(run / "compact" / "digest", ignore_errors=True)
         # What a running sweep's keeper does (runner/store/keeping.py), here one round over the whole
         # run: the child process's cost, never the sweep's.
         w, m, _ = child([sys.executable, "-m", "ifsweep.runner.store.digest", str(run)])

@@ -28,6 +28,9 @@ __all__ = [
 
 DAMAGED_SHOWN = 5  # damaged lines named on the overview; the rest counted
 
+# Seconds between the overview's reloads while the first pass indexes (perf/reading_perf.py polls as often).
+INDEXING_REFRESH_S = 2
+
 
 def summary_html(ov: Overview) -> str:
     state = ov.state or "no summary.json"
@@ -104,7 +107,7 @@ def overview_page(ov: Overview, links: Links, audit: str = "") -> str:
     return page(
         f"{ov.run} · ifsweep view",
         overview_body(ov, links, audit),
-        refresh_s=2 if ov.indexing else 5 if ov.state == "running" else 0,
+        refresh_s=INDEXING_REFRESH_S if ov.indexing else 5 if ov.state == "running" else 0,
         crumbs=crumbs(links, ov.run),
     )
 
