@@ -220,3 +220,36 @@ def test_report_reads_the_compacted_parquet_then_the_digest_past_it(tmp_path: Pa
     assert grown.height > compacted.height
     assert grown.equals(report_rows(fresh_copy(out, tmp_path / "fresh")))
     assert figures(out) == figures(tmp_path / "fresh" / "run")
+
+
+def test_a_copied_run_keeps_its_own_parts_and_drops_the_ones_of_the_original(tmp_path: Path) -> None:
+    """A copy of a run directory (other inodes) once had every reading parse each shard again: the
+    original's longest part at byte 0 no longer held, yet shadowed the parts each reading kept."""
+    out = tmp_path / "run"
+    with SimulatorThread(SimConfig(seed=3)) as sim:
+        sweep(tmp_path, out, sim.base_url, 4)
+    expected = figures(fresh_copy(out, tmp_path / "fresh"))
+    assert figures(out) == expected  # keeps the original's parts
+    # The copy holds the original's parts, made from other files; one of them is planted as the
+    # longest at byte 0 (as a bigger shard's merged part would be), past the copy's kept ones.
+    copy = tmp_path / "copy" / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("*.lock"))
+    part = next(p for p in (copy / DIGEST_DIR).rglob("000000000000-*.parquet") if ".v." not in p.name)
+    meta = pl.read_parquet_metadata(part)
+    end = int(meta["end"]) + 10**6
+    longer = part.with_name(f"000000000000-{end:012d}.parquet")
+    pl.read_parquet(part).write_parquet(longer, metadata={**meta, "end": str(end)})
+    shutil.copy(
+        part.with_name(part.name.replace(".parquet", ".v.parquet")),
+        str(longer).replace(".parquet", ".v.parquet"),
+    )
+    assert figures(copy) == expected
+    assert not longer.exists()  # another file's part is gone, not passed over
+    kept = {p: p.stat().st_mtime_ns for p in (copy / DIGEST_DIR).rglob("*.parquet")}
+    assert kept
+    for p in kept:  # every part left was made from the copy's own shard
+        if ".v." not in p.name:
+            assert int(pl.read_parquet_metadata(p)["ino"]) == (copy / "shards" / p.parent.name).stat().st_ino
+    assert figures(copy) == expected
+    # The next reading parsed nothing again: it wrote no part.
+    assert {p: p.stat().st_mtime_ns for p in (copy / DIGEST_DIR).rglob("*.parquet")} == kept

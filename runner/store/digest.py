@@ -22,6 +22,7 @@ Why it is never wrong:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -317,33 +318,52 @@ def _tail_crc(path: Path, end: int) -> int:
 
 
 def _kept_parts(folder: Path, path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The parts of one shard that still hold, chained from byte 0 (the longest at each start)."""
+    """The parts of one shard that still hold, chained from byte 0 (the longest at each start that was
+    made from this very file). Parts made from another file under this name (a copied or restored run
+    directory: another inode) are dropped, not merely passed over: left in place, such a part would be
+    the longest at its start and shadow the parts a reading keeps in its stead, and every reading would
+    parse the whole shard again."""
     try:
         names = os.listdir(folder)
+        ino = path.stat().st_ino
     except OSError:
         return
-    by_start: dict[int, tuple[int, str]] = {}
+    by_start: dict[int, list[tuple[int, str]]] = {}
     for name in names:
         m = _PART_RE.fullmatch(name)
         if m is not None:
-            start, end = int(m.group(1)), int(m.group(2))
-            if end > by_start.get(start, (-1, ""))[0]:
-                by_start[start] = (end, name)
+            by_start.setdefault(int(m.group(1)), []).append((int(m.group(2)), name))
     chain: list[tuple[Path, dict[str, str]]] = []
     at = 0
     while at in by_start:
-        end, name = by_start[at]
-        try:
-            meta = pl.read_parquet_metadata(folder / name)
-            if int(meta["schema"]) != _SCHEMA or int(meta["end"]) != end:
+        for end, name in sorted(by_start[at], reverse=True):
+            meta = _part_meta(folder / name, end, ino)
+            if meta is not None:
                 break
-            int(meta["lines"])
-        except (OSError, KeyError, ValueError, pl.exceptions.PolarsError):
-            break  # not a part this code wrote whole: the file is read again from here
+        else:
+            break
         chain.append((folder / name, meta))
         at = end
     if chain and _holds(path, chain[-1][1]):
         yield from chain
+
+
+def _part_meta(part: Path, end: int, ino: int) -> dict[str, str] | None:
+    """A part's metadata when this code wrote it whole from the file with inode `ino`, else None; a part
+    of another file is removed (best effort)."""
+    try:
+        meta = pl.read_parquet_metadata(part)
+        if int(meta["schema"]) != _SCHEMA or int(meta["end"]) != end:
+            return None
+        int(meta["lines"])
+        if int(meta["ino"]) == ino:
+            return meta
+    except (OSError, KeyError, ValueError, pl.exceptions.PolarsError):
+        return None  # not a part this code wrote whole: the file is read again from here
+    for stale in (part, part.with_name(part.name.replace(".parquet", ".v.parquet"))):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+    return None
 
 
 def _holds(path: Path, meta: dict[str, str]) -> bool:
