@@ -360,10 +360,15 @@ def _part_meta(part: Path, end: int, ino: int) -> dict[str, str] | None:
             return meta
     except (OSError, KeyError, ValueError, pl.exceptions.PolarsError):
         return None  # not a part this code wrote whole: the file is read again from here
-    for stale in (part, part.with_name(part.name.replace(".parquet", ".v.parquet"))):
+    for stale in (part, _verdicts_of(part)):
         with contextlib.suppress(OSError):
             stale.unlink()
     return None
+
+
+def _verdicts_of(part: Path) -> Path:
+    """The file beside a part that holds its verdict records whole."""
+    return part.with_name(part.name.replace(".parquet", ".v.parquet"))
 
 
 def _holds(path: Path, meta: dict[str, str]) -> bool:
@@ -423,7 +428,7 @@ def _file_digest(
     folder = run_dir / DIGEST_DIR / path.name
     parts: list[_Part] = []
     for part_path, meta in _kept_parts(folder, path):
-        vpath = part_path.with_name(part_path.name.replace(".parquet", ".v.parquet"))
+        vpath = _verdicts_of(part_path)
         try:
             kept = part_path.read_bytes() if raw else b""
             rows = pl.read_parquet(part_path) if records and not raw else _records([])
