@@ -7,7 +7,6 @@ import asyncio
 from pathlib import Path
 
 import anyio
-import anyio.lowlevel
 import pytest
 from sweeps import stored_records, toml_config
 
@@ -75,10 +74,35 @@ def test_a_cancelled_waiter_takes_nothing_and_lets_the_next_one_in() -> None:
     assert sorted(anyio.run(main)) == ["after", "left the line"]
 
 
-def judge_tasks_alive() -> int:
-    """Judge tasks of the pipeline alive now: the tasks `_together` starts for a pair's judge work."""
-    name = "ifsweep.runner.engine.pipeline._together.<locals>.run"  # anyio names a task by its function
-    return sum(1 for t in asyncio.all_tasks() if t.get_name() == name)
+JUDGE_TASK = "ifsweep.runner.engine.pipeline._together.<locals>.run"  # anyio names a task by its function
+
+
+class _JudgeTasks:
+    """The pipeline's judge tasks (the ones `_together` starts for a pair's judge work) alive at once,
+    counted each time the loop makes one: a task factory, not a sampler, since a sampler busy on the
+    loop starved the simulator's thread of the GIL and the sweep crawled under load. A task is alive
+    until it is done; its done-callbacks come a loop step later, after a pair admitted by the slot it
+    gave back in its last step may have started its own, so they would count it one step too long."""
+
+    def __init__(self) -> None:
+        self.tasks: set[asyncio.Task[object]] = set()
+        self.peak = 0
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        counter = self
+
+        class Counted(asyncio.Task):  # type: ignore[type-arg]
+            def set_name(self, value: object) -> None:  # the loop names a task just after making it
+                super().set_name(value)
+                if value == JUDGE_TASK:
+                    counter.tasks = {t for t in counter.tasks if not t.done()} | {self}
+                    counter.peak = max(counter.peak, len(counter.tasks))
+
+        loop.set_task_factory(lambda lp, coro, **kw: Counted(coro, loop=lp, **kw))
+
+    @property
+    def alive(self) -> int:
+        return sum(1 for t in self.tasks if not t.done())
 
 
 def test_judge_tasks_alive_are_bounded_by_the_workers_not_by_what_pairs_plan(tmp_path: Path) -> None:
@@ -88,7 +112,7 @@ def test_judge_tasks_alive_are_bounded_by_the_workers_not_by_what_pairs_plan(tmp
     # pipeline holds at most worker_budget tasks of the judge's however many pairs wait.
     models = tuple(f"m{i}" for i in range(6))
     out = tmp_path / "run"
-    peak = 0
+    counted = _JudgeTasks()
     with SimulatorThread(SimConfig(seed=5, latency_ms=2)) as sim:
         cfg = tmp_path / "sweep.toml"
         cfg.write_text(
@@ -96,19 +120,8 @@ def test_judge_tasks_alive_are_bounded_by_the_workers_not_by_what_pairs_plan(tmp
         )
 
         async def main() -> ifsweep.SweepResult:
-            nonlocal peak
-
-            async def sample() -> None:
-                nonlocal peak
-                while True:
-                    peak = max(peak, judge_tasks_alive())
-                    await anyio.lowlevel.checkpoint()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(sample)
-                result = await ifsweep.arun(cfg)
-                tg.cancel_scope.cancel()
-            return result
+            counted.install(asyncio.get_running_loop())
+            return await ifsweep.arun(cfg)
 
         result = anyio.run(main)
     assert result.status == "complete", result
@@ -117,4 +130,5 @@ def test_judge_tasks_alive_are_bounded_by_the_workers_not_by_what_pairs_plan(tmp
     judged = stored_records(out, {"judgment"})
     assert len(judged) == 6 * (5 + 4 + 8 + 5)  # every task judged: the bound held nothing back
     slots = worker_budget(1, len(models))
-    assert 2 <= peak <= slots, (peak, slots)
+    assert 2 <= counted.peak <= slots, (counted.peak, slots)
+    assert counted.alive == 0
