@@ -127,15 +127,25 @@ def _covers_population(
 
     if not reading.complete:
         return False
-    by = ["model", *(["judge"] if "judge" in rows.collect_schema().names() else [])]
-    for bench, by_stratum in strata.items():
-        units = sorted({u for ids in by_stratum.values() for u in ids})
-        have = (
-            rows.filter((pl.col("benchmark") == bench) & pl.col("group_id").cast(pl.String).is_in(units))
-            .group_by(*by)
-            .agg(pl.col("group_id").n_unique().alias("n"))
-            .collect()
-        )
-        if have.height == 0 or bool((have.get_column("n") < len(units)).any()):
+    by = ["benchmark", "model", *(["judge"] if "judge" in rows.collect_schema().names() else [])]
+    units = {
+        bench: sorted({u for ids in by_stratum.values() for u in ids}) for bench, by_stratum in strata.items()
+    }
+    population = pl.DataFrame(
+        [(bench, u) for bench, ids in units.items() for u in ids],
+        schema={"benchmark": pl.String, "group_id": pl.String},
+        orient="row",
+    )
+    # One pass over the rows for every benchmark (a filter per benchmark read them all each time).
+    mine = rows.with_columns(pl.col("benchmark", "group_id").cast(pl.String))
+    have = (
+        mine.join(population.lazy(), on=["benchmark", "group_id"], how="semi")
+        .group_by(*by)
+        .agg(pl.col("group_id").n_unique().alias("n"))
+        .collect()
+    )
+    for bench, ids in units.items():
+        n = have.filter(pl.col("benchmark") == bench).get_column("n")
+        if n.len() == 0 or bool((n < len(ids)).any()):
             return False
     return True
