@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ifsweep import benchmarks
-from ifsweep.runner.store.shards import RunStore
+from ifsweep.runner.store.shards import RunStore, record_key
 
 
 def toml_config(
@@ -51,6 +51,43 @@ def stored_records(run_dir: Path, kinds: set[str]) -> list[dict[str, Any]]:
         return list(store.iter_records(kinds))
     finally:
         store.close()
+
+
+def verdict_record(
+    i: int, model: str, values: list[bool | None], status: str = "ok", *, ts: float = 2.0, again: int = 0
+) -> dict[str, Any]:
+    """A verdict record as the sweep writes one: `model`'s on instance i{i}, a row per value (None:
+    unparsed). `again`: another key (another generation's verdict, say) for the same slot."""
+    more = {"again": again} if again else {}
+    return {
+        "v": 1,
+        "kind": "verdict",
+        "key": record_key({"verdict": i, "m": model, **more}),
+        "status": status,
+        "model": model,
+        "judge": "j",
+        "benchmark": "fb",
+        "instance_id": f"i{i}",
+        "group_id": f"g{i // 2}",
+        "level": i % 5 + 1,
+        "category": "content",
+        "split": None,
+        "gen_key": record_key({"generation": i, "m": model, **more}),
+        "scoring": "paper",
+        "rows": [
+            {
+                "constraint_idx": c,
+                "instruction_idx": None,
+                "constraint_type": "format",
+                "priority": None,
+                "satisfied": v,
+                "source": "judge",
+                "status": "error" if status == "error" else ("ok" if v is not None else "unparsed"),
+            }
+            for c, v in enumerate(values)
+        ],
+        "ts": ts,
+    }
 
 
 PANEL_PRICE = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}

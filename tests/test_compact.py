@@ -11,6 +11,7 @@ import orjson
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from sweeps import verdict_record
 
 from ifsweep.runner.engine.partition import Partition, in_partition, parse_partition
 from ifsweep.runner.store.compact import (
@@ -53,38 +54,6 @@ def call(
     return rec | extra
 
 
-def verdict(i: int, model: str, values: list[bool | None], status: str = "ok") -> dict[str, Any]:
-    return {
-        "v": 1,
-        "kind": "verdict",
-        "key": record_key({"verdict": i, "m": model}),
-        "status": status,
-        "model": model,
-        "judge": "j",
-        "benchmark": "fb",
-        "instance_id": f"i{i}",
-        "group_id": f"g{i // 2}",
-        "level": i % 5 + 1,
-        "category": "content",
-        "split": None,
-        "gen_key": record_key({"generation": i, "m": model}),
-        "scoring": "paper",
-        "rows": [
-            {
-                "constraint_idx": c,
-                "instruction_idx": None,
-                "constraint_type": "format",
-                "priority": None,
-                "satisfied": v,
-                "source": "judge",
-                "status": "error" if status == "error" else ("ok" if v is not None else "unparsed"),
-            }
-            for c, v in enumerate(values)
-        ],
-        "ts": 2.0,
-    }
-
-
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     """Two partition writers and a later main writer that retries errors, into one run dir."""
@@ -99,11 +68,11 @@ def run(tmp_path: Path) -> Path:
                 )
                 store.append(call("judgment", i, model))
                 values = [rng.choice([True, False, None]) for _ in range(1 + i % 3)]
-                store.append(verdict(i, model, values, "error" if failed else "ok"))
+                store.append(verdict_record(i, model, values, "error" if failed else "ok"))
     with RunStore.open(tmp_path) as main:
         for i in (3, 13):  # retried successfully; 23 and 33 stay errors
             main.append(call("generation", i, "m1"))
-            main.append(verdict(i, "m1", [True]))
+            main.append(verdict_record(i, "m1", [True]))
     return tmp_path
 
 
@@ -133,7 +102,7 @@ def test_compaction_equals_streaming_and_is_used_only_while_current(run: Path) -
 
     # A new record after compaction: readers must not serve the stale Parquet.
     with RunStore.open(run) as main:
-        main.append(verdict(23, "m1", [False]))
+        main.append(verdict_record(23, "m1", [False]))
     i23 = load_verdict_rows(run).filter((pl.col("model") == "m1") & (pl.col("instance_id") == "i23"))
     assert i23.select("satisfied", "status").rows() == [(False, "ok")]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from sweeps import toml_config
+from sweeps import toml_config, verdict_record
 
 from ifsweep.runner.commands.cli import main
 from ifsweep.runner.store.compact import compact
@@ -255,40 +255,6 @@ def test_a_copied_run_keeps_its_own_parts_and_drops_the_ones_of_the_original(tmp
     assert {p: p.stat().st_mtime_ns for p in (copy / DIGEST_DIR).rglob("*.parquet")} == kept
 
 
-def verdict(i: int, values: list[bool], *, ts: float, status: str = "ok", again: int = 0) -> dict[str, Any]:
-    """A verdict record of model m1 on instance i{i}; `again`: another key (another generation's
-    verdict, say) for the same slot."""
-    return {
-        "v": 1,
-        "kind": "verdict",
-        "key": record_key({"verdict": i, "again": again}),
-        "status": status,
-        "model": "m1",
-        "judge": "j",
-        "benchmark": "followbench",
-        "instance_id": f"i{i}",
-        "group_id": f"g{i}",
-        "level": 1,
-        "category": "content",
-        "split": None,
-        "gen_key": record_key({"generation": i, "again": again}),
-        "scoring": "paper",
-        "rows": [
-            {
-                "constraint_idx": c,
-                "instruction_idx": None,
-                "constraint_type": "format",
-                "priority": None,
-                "satisfied": v,
-                "source": "judge",
-                "status": status,
-            }
-            for c, v in enumerate(values)
-        ],
-        "ts": ts,
-    }
-
-
 def test_report_rows_taken_a_part_at_a_time_are_the_newest_across_parts(tmp_path: Path) -> None:
     """The report's rows are chosen over every part's narrow columns, then exploded a part at a time
     (compact.py `_digest_rows`): a record in a later part that replaces one in an earlier part wins
@@ -296,13 +262,13 @@ def test_report_rows_taken_a_part_at_a_time_are_the_newest_across_parts(tmp_path
     run = tmp_path / "run"
     with RunStore.open(run, writer_id="main") as store:
         for i in range(6):
-            store.append(verdict(i, [True, False], ts=1.0))
+            store.append(verdict_record(i, "m1", [True, False], ts=1.0))
     first = report_rows(run)  # keeps the first part
     with RunStore.open(run, writer_id="main") as store:
-        store.append(verdict(1, [False, False, True], ts=2.0))  # same key, newer: replaces
-        store.append(verdict(2, [False, True], ts=2.0, status="error"))  # an error: does not replace
-        store.append(verdict(3, [True, True], ts=2.0, again=1))  # another key, same slot, newer: wins
-        store.append(verdict(6, [True], ts=2.0))
+        store.append(verdict_record(1, "m1", [False, False, True], ts=2.0))  # same key, newer: replaces
+        store.append(verdict_record(2, "m1", [False, True], "error", ts=2.0))  # an error: does not replace
+        store.append(verdict_record(3, "m1", [True, True], ts=2.0, again=1))  # another key, its slot: wins
+        store.append(verdict_record(6, "m1", [True], ts=2.0))
     rows = report_rows(run)
     assert len(parts(run)) == 2  # the second reading kept a part of the new bytes: two parts to choose across
     by = {

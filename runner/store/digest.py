@@ -529,19 +529,17 @@ def scan_digest(run_dir: Path) -> tuple[list[pl.LazyFrame], tuple[DamageReport, 
     memory: a concurrent merge deleting the file does no harm), so a query decodes only the columns
     it reads; a reader that takes a part at a time holds one part's columns, never every record's
     (status's whole frame, decoded, held twice its size: docs/design/reading.md)."""
-    run_dir = Path(run_dir)
     damaged: list[DamageReport] = []
     frames: list[pl.LazyFrame] = []
-    for file_no, (writer, _, path) in enumerate(shard_files(run_dir)):
-        for part in _file_digest(run_dir, path, damaged, True, False, raw=True):
-            rows = pl.scan_parquet(part.raw) if part.raw else part.records.lazy()
-            frames.append(
-                rows.with_columns(
-                    pl.col(_FEW).cast(pl.Categorical),
-                    pl.lit(file_no, pl.Int64).alias("file_no"),
-                    pl.lit(writer, pl.Categorical).alias("writer"),
-                )
+    for file_no, writer, part in _raw_parts(Path(run_dir), damaged, records=True):
+        rows = pl.scan_parquet(part.raw) if part.raw else part.records.lazy()
+        frames.append(
+            rows.with_columns(
+                pl.col(_FEW).cast(pl.Categorical),
+                pl.lit(file_no, pl.Int64).alias("file_no"),
+                pl.lit(writer, pl.Categorical).alias("writer"),
             )
+        )
     return frames or [_empty_digest().records.lazy()], tuple(damaged)
 
 
@@ -550,14 +548,22 @@ def scan_verdicts(run_dir: Path) -> tuple[list[pl.LazyFrame], tuple[DamageReport
     `file_no`), and the damaged lines: a kept part stays its Parquet bytes until a query decodes the
     columns it reads, so a reader can take the narrow columns of every part, then the rest a part at a
     time (`report`'s verdict rows: compact.py)."""
-    run_dir = Path(run_dir)
     damaged: list[DamageReport] = []
     frames: list[pl.LazyFrame] = []
-    for file_no, (_, _, path) in enumerate(shard_files(run_dir)):
-        for part in _file_digest(run_dir, path, damaged, False, True, raw=True):
-            rows = pl.scan_parquet(part.vraw) if part.vraw else part.verdicts.lazy()
-            frames.append(rows.with_columns(pl.lit(file_no, pl.Int64).alias("file_no")))
+    for file_no, _, part in _raw_parts(Path(run_dir), damaged, records=False):
+        rows = pl.scan_parquet(part.vraw) if part.vraw else part.verdicts.lazy()
+        frames.append(rows.with_columns(pl.lit(file_no, pl.Int64).alias("file_no")))
     return frames or [_empty_digest().verdicts.lazy()], tuple(damaged)
+
+
+def _raw_parts(
+    run_dir: Path, damaged: list[DamageReport], *, records: bool
+) -> Iterator[tuple[int, str, _Part]]:
+    """(file number, writer, part) of every shard in read order, the parts' records (`records`) or
+    else their verdict records as kept Parquet bytes (`_file_digest`'s `raw`)."""
+    for file_no, (writer, _, path) in enumerate(shard_files(run_dir)):
+        for part in _file_digest(run_dir, path, damaged, records, not records, raw=True):
+            yield file_no, writer, part
 
 
 # Columns of a few distinct values (a run's models, benchmarks, judges, instances), held as
