@@ -36,8 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     # Polars' allocator (jemalloc) keeps what a thread freed for that thread's arena, one of 4 per core;
     # with one arena, what one of a reader's passes freed serves the next on any thread, not a new
-    # arena's pages (on the 40-model run: status 330 -> 280 MB, report 307 -> 280 MB, no slower on 2
-    # cores: perf/reading_perf.py). Read when Polars loads, so set before any command imports it.
+    # arena's pages (on the 40-model run: status 330 -> 280 MB, report 307 -> 280 MB, at most 0.2 s
+    # slower on 2 cores: docs/design/reading.md). Read when Polars loads: set before a command imports it.
     os.environ.setdefault("_RJEM_MALLOC_CONF", "narenas:1")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["serve-mock"]:
