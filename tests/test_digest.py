@@ -281,3 +281,16 @@ def test_report_rows_taken_a_part_at_a_time_are_the_newest_across_parts(tmp_path
     assert [by[("i3", c)] for c in range(2)] == [(True, "ok"), (True, "ok")]
     compact(run)  # compaction's own reading of the shards: the rows the digest must give
     assert rows.equals(report_rows(run))
+
+
+def test_a_kept_verdict_file_cut_short_is_read_again_not_trusted(tmp_path: Path) -> None:
+    """`report` keeps a part's verdict records as Parquet bytes to decode later: one cut short (a disk
+    gone bad under the run) is found when it is read, and the shard is read again from there."""
+    out = tmp_path / "run"
+    with SimulatorThread(SimConfig(seed=3)) as sim:
+        sweep(tmp_path, out, sim.base_url, 2)
+    expected = report_rows(out)  # keeps the parts
+    (vfile,) = [p for p in (out / DIGEST_DIR).rglob("*.v.parquet")]
+    vfile.write_bytes(vfile.read_bytes()[:-100])
+    assert report_rows(out).equals(expected)
+    assert report_rows(fresh_copy(out, tmp_path / "fresh")).equals(expected)

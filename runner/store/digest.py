@@ -435,6 +435,8 @@ def _file_digest(
         try:
             kept = part_path.read_bytes() if raw and records else b""
             vkept = vpath.read_bytes() if raw and verdicts else b""
+            if vkept:  # decoded later, by a query: a file cut short is found here, as a read would
+                pl.read_parquet_metadata(io.BytesIO(vkept))
             rows = pl.read_parquet(part_path) if records and not raw else _records([])
             found = pl.read_parquet(vpath) if verdicts and not raw else _verdicts([], [])
         except (OSError, pl.exceptions.PolarsError):
