@@ -43,8 +43,6 @@ __all__ = [
     "DIGEST_COLUMNS",
     "DIGEST_DIR",
     "VERDICT_RECORD_SCHEMA",
-    "Digest",
-    "read_digest",
     "scan_digest",
     "scan_verdicts",
     "verdict_records",
@@ -122,18 +120,6 @@ DIGEST_COLUMNS: dict[str, pl.DataType] = {
     "worst_usd": pl.Float64(),  # an intent's
     "line": pl.String(),  # a batch record's whole line (batch mode's journal: a few a run)
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Digest:
-    """The run's records as the readers need them, in read order. `records`: DIGEST_COLUMNS (`_FEW`
-    as categories) plus `file_no` (the shard's place in read order) and `writer` (a category);
-    `verdicts`: the verdict records (compact.py's record schema) plus `file_no`, `offset`, `is_error`;
-    `damaged`: every damaged line."""
-
-    records: pl.DataFrame
-    verdicts: pl.DataFrame
-    damaged: tuple[DamageReport, ...]
 
 
 def _number(rec: dict[str, Any], name: str) -> float:
@@ -416,66 +402,56 @@ def _write_part(folder: Path, path: Path, part: _Part) -> bytes:
     return raw
 
 
-def _file_digest(
-    run_dir: Path,
-    path: Path,
-    damaged: list[DamageReport],
-    records: bool,
-    verdicts: bool = True,
-    raw: bool = False,
-) -> list[_Part]:
+def _file_digest(run_dir: Path, path: Path, damaged: list[DamageReport], records: bool) -> list[_Part]:
     """One shard's parts: those kept, then what lies past them (kept in its turn, up to any damage).
-    Without `records`, the parts' record rows are not loaded (the report reads verdicts only); with
-    `raw`, a kept part's records and verdicts are its Parquet bytes, not decoded (`scan_digest`,
-    `scan_verdicts`)."""
+    Each holds its records (`records`) or else its verdict records, a kept part's as its Parquet bytes
+    for a query to decode (`scan_digest`, `scan_verdicts`); the other frame is left empty. A records
+    reading (status's, the keeper's) also merges a shard's parts once they are many."""
     folder = run_dir / DIGEST_DIR / path.name
     parts: list[_Part] = []
     for part_path, meta in _kept_parts(folder, path):
-        vpath = _verdicts_of(part_path)
         try:
-            kept = part_path.read_bytes() if raw and records else b""
-            vkept = vpath.read_bytes() if raw and verdicts else b""
+            kept = part_path.read_bytes() if records else b""  # its footer was read by _kept_parts
+            vkept = b"" if records else _verdicts_of(part_path).read_bytes()
             if vkept:  # decoded later, by a query: a file cut short is found here, as a read would
                 pl.read_parquet_metadata(io.BytesIO(vkept))
-            rows = pl.read_parquet(part_path) if records and not raw else _records([])
-            found = pl.read_parquet(vpath) if verdicts and not raw else _verdicts([], [])
         except (OSError, pl.exceptions.PolarsError):
             break
         start = parts[-1].end if parts else 0
-        parts.append(_Part(start, int(meta["end"]), int(meta["lines"]), rows, found, kept, vkept))
+        end, lines = int(meta["end"]), int(meta["lines"])
+        parts.append(_Part(start, end, lines, _records([]), _verdicts([], []), kept, vkept))
     at = (parts[-1].end, parts[-1].lines) if parts else (0, 0)
     grown = False
     for part, keep in _digest_lines(path, at, damaged):
         if keep:
             kept = _write_part(folder, path, part)
             grown = True
-            if raw and records:  # held encoded: a first reading holds one part decoded at a time
+            if records:  # held encoded: a first reading holds one part decoded at a time
                 part = replace(part, records=_records([]), raw=kept)
-        if not records:
-            part = replace(part, records=_records([]))
-        parts.append(part if verdicts else replace(part, verdicts=_verdicts([], [])))
+        parts.append(_one_side(part, records))
     if grown and records and len(parts) > _MERGE_AT + 1:  # the last part: the unkept rest
-        merged = _merged_parts(folder, parts[:-1], verdicts and not raw)
+        merged = _merged_parts(folder, parts[:-1])
         if merged is not None:
             kept = _write_part(folder, path, merged)
             _drop_others(folder, merged)
-            if raw:
-                merged = replace(merged, records=_records([]), raw=kept)
-            parts = [merged if verdicts else replace(merged, verdicts=_verdicts([], [])), parts[-1]]
+            parts = [_one_side(replace(merged, records=_records([]), raw=kept), True), parts[-1]]
     return parts
 
 
-def _merged_parts(folder: Path, parts: list[_Part], loaded: bool) -> _Part | None:
-    """The parts as one (their verdict records read from disk when the caller did not load them);
-    None when one cannot be read (then they stay apart)."""
+def _one_side(part: _Part, records: bool) -> _Part:
+    """The part with only what the reading takes: its records, or else its verdict records."""
+    return replace(part, verdicts=_verdicts([], [])) if records else replace(part, records=_records([]))
+
+
+def _merged_parts(folder: Path, parts: list[_Part]) -> _Part | None:
+    """The parts of a records reading as one, their verdict records read from disk; None when one
+    cannot be read (then they stay apart)."""
     try:
         parts = [
             replace(
                 p,
                 records=pl.read_parquet(io.BytesIO(p.raw)) if p.raw else p.records,
-                verdicts=p.verdicts
-                if loaded
-                else pl.read_parquet(folder / f"{p.start:012d}-{p.end:012d}.v.parquet"),
+                verdicts=pl.read_parquet(folder / f"{p.start:012d}-{p.end:012d}.v.parquet"),
                 raw=b"",
             )
             for p in parts
@@ -504,67 +480,44 @@ def _merged(parts: list[_Part]) -> _Part:
     )
 
 
-def read_digest(run_dir: Path, *, records: bool = True, verdicts: bool = True) -> Digest:
-    """Every record of the run as the readers need it, from the kept parts and the shards' new bytes
-    (`records` False: the verdict records alone, `records` left empty; `verdicts` False: the other
-    way round, as `status` reads it)."""
-    run_dir = Path(run_dir)
-    damaged: list[DamageReport] = []
-    frames: list[pl.DataFrame] = []
-    whole: list[pl.DataFrame] = []
-    for file_no, (writer, _, path) in enumerate(shard_files(run_dir)):
-        for part in _file_digest(run_dir, path, damaged, records, verdicts):
-            frames.append(_held(part.records, file_no, writer))
-            n = part.verdicts.height
-            whole.append(part.verdicts.with_columns(pl.Series("file_no", [file_no] * n, pl.Int64)))
-    empty = _empty_digest()
-    return Digest(
-        pl.concat(frames) if frames else empty.records,
-        pl.concat(whole) if whole else empty.verdicts,
-        tuple(damaged),
-    )
-
-
 def scan_digest(run_dir: Path) -> tuple[list[pl.LazyFrame], tuple[DamageReport, ...]]:
-    """`read_digest(verdicts=False)`'s records as lazy plans, one a part in read order (concatenated,
-    they are its frame), and the damaged lines. A kept part is a scan of its Parquet bytes (read into
-    memory: a concurrent merge deleting the file does no harm), so a query decodes only the columns
-    it reads; a reader that takes a part at a time holds one part's columns, never every record's
-    (status's whole frame, decoded, held twice its size: docs/design/reading.md)."""
+    """The run's records as the readers need them (DIGEST_COLUMNS, `_FEW` as categories, plus
+    `file_no`, the shard's place in read order, and `writer`), as lazy plans, one a part in read order,
+    and the damaged lines. A kept part is a scan of its Parquet bytes (read into memory: a concurrent
+    merge deleting the file does no harm), so a query decodes only the columns it reads; a reader that
+    takes a part at a time holds one part's columns, never every record's (status's whole frame,
+    decoded, held twice its size: docs/design/reading.md)."""
     damaged: list[DamageReport] = []
     frames: list[pl.LazyFrame] = []
     for file_no, writer, part in _raw_parts(Path(run_dir), damaged, records=True):
-        rows = pl.scan_parquet(part.raw) if part.raw else part.records.lazy()
         frames.append(
-            rows.with_columns(
-                pl.col(_FEW).cast(pl.Categorical),
-                pl.lit(file_no, pl.Int64).alias("file_no"),
-                pl.lit(writer, pl.Categorical).alias("writer"),
-            )
+            _placed_rows(pl.scan_parquet(part.raw) if part.raw else part.records.lazy(), file_no, writer)
         )
-    return frames or [_empty_digest().records.lazy()], tuple(damaged)
+    return frames or [_placed_rows(_records([]).lazy(), 0, "")], tuple(damaged)
 
 
 def scan_verdicts(run_dir: Path) -> tuple[list[pl.LazyFrame], tuple[DamageReport, ...]]:
-    """`read_digest(records=False)`'s verdict records as lazy plans, one a part in read order (with
-    `file_no`), and the damaged lines: a kept part stays its Parquet bytes until a query decodes the
-    columns it reads, so a reader can take the narrow columns of every part, then the rest a part at a
-    time (`report`'s verdict rows: compact.py)."""
+    """The run's verdict records (compact.py's record schema plus `offset`, `is_error` and `file_no`)
+    as lazy plans, one a part in read order, and the damaged lines: a kept part stays its Parquet
+    bytes until a query decodes the columns it reads, so a reader can take the narrow columns of every
+    part, then the rest a part at a time (`report`'s verdict rows: compact.py)."""
     damaged: list[DamageReport] = []
     frames: list[pl.LazyFrame] = []
     for file_no, _, part in _raw_parts(Path(run_dir), damaged, records=False):
         rows = pl.scan_parquet(part.vraw) if part.vraw else part.verdicts.lazy()
         frames.append(rows.with_columns(pl.lit(file_no, pl.Int64).alias("file_no")))
-    return frames or [_empty_digest().verdicts.lazy()], tuple(damaged)
+    if not frames:
+        frames.append(_verdicts([], []).lazy().with_columns(pl.lit(0, pl.Int64).alias("file_no")))
+    return frames, tuple(damaged)
 
 
 def _raw_parts(
     run_dir: Path, damaged: list[DamageReport], *, records: bool
 ) -> Iterator[tuple[int, str, _Part]]:
     """(file number, writer, part) of every shard in read order, the parts' records (`records`) or
-    else their verdict records as kept Parquet bytes (`_file_digest`'s `raw`)."""
+    else their verdict records (`_file_digest`)."""
     for file_no, (writer, _, path) in enumerate(shard_files(run_dir)):
-        for part in _file_digest(run_dir, path, damaged, records, not records, raw=True):
+        for part in _file_digest(run_dir, path, damaged, records):
             yield file_no, writer, part
 
 
@@ -573,24 +526,12 @@ def _raw_parts(
 _FEW = ("kind", "model", "benchmark", "judge", "instance_id", "error_kind")
 
 
-def _held(records: pl.DataFrame, file_no: int, writer: str) -> pl.DataFrame:
-    """A part's records as read_digest holds them: with `file_no` and `writer`, every column chunked
-    as the part's (a literal column stays one scalar chunk through pl.concat, and a frame chunked
-    unevenly is copied whole by the first expression over it: 150 MB at full size), `_FEW` as
-    categories (per part, so no whole-run String copy is ever held)."""
-    n = records.height
-    return records.with_columns(
+def _placed_rows(rows: pl.LazyFrame, file_no: int, writer: str) -> pl.LazyFrame:
+    """A part's records with their place in the run: `file_no` and `writer`, `_FEW` as categories."""
+    return rows.with_columns(
         pl.col(_FEW).cast(pl.Categorical),
-        pl.Series("file_no", [file_no] * n, pl.Int64),
-        pl.Series("writer", [writer] * n, pl.Categorical),
-    )
-
-
-def _empty_digest() -> Digest:
-    return Digest(
-        _held(_records([]), 0, ""),
-        _verdicts([], []).with_columns(pl.lit(0, pl.Int64).alias("file_no")),
-        (),
+        pl.lit(file_no, pl.Int64).alias("file_no"),
+        pl.lit(writer, pl.Categorical).alias("writer"),
     )
 
 
@@ -600,7 +541,7 @@ def keep_digest(run_dir: Path) -> None:
     version wrote parses at most the bytes of the last few seconds."""
     run_dir = Path(run_dir)
     for _, _, path in shard_files(run_dir):
-        _file_digest(run_dir, path, [], True, False, raw=True)
+        _file_digest(run_dir, path, [], True)
 
 
 if __name__ == "__main__":  # python -m ifsweep.runner.store.digest RUN_DIR (keeping.py's child)
