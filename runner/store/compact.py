@@ -37,6 +37,7 @@ __all__ = [
     "load_call_records",
     "load_verdict_rows",
     "scan_verdict_rows",
+    "verdict_rows",
 ]
 
 COMPACT_DIR = "compact"
@@ -318,14 +319,24 @@ def scan_verdict_rows(
     in batches whatever its size (`ifsweep compact` first, for a run too large to hold); otherwise the
     newest verdicts read from the shards. Rows of source "audit" (a judge's verdicts on constraints a
     rule decides, for `ifsweep audit`) only with `audit`: no metric, count or view ever sees them."""
+    return verdict_rows(run_dir, run=run, damaged=damaged, audit=audit)[0]
+
+
+def verdict_rows(
+    run_dir: Path, *, run: str | None = None, damaged: list[DamageReport] | None = None, audit: bool = False
+) -> tuple[pl.LazyFrame, bool]:
+    """`scan_verdict_rows`, and whether its rows are held in memory (read from the shards) rather
+    than scanned from the compacted Parquet: a reader of held rows may filter them once and keep the
+    result, where over a scan it would hold what streaming never does."""
     run_dir = Path(run_dir)
     name = run or _run_name(run_dir)
-    if _fresh(run_dir, name):
-        rows = pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
-    else:
+    held = not _fresh(run_dir, name)
+    if held:
         # The shards' digest (runner/store/digest.py): only bytes no reader has read yet are parsed.
         rows = _digest_rows(run_dir, name, damaged).lazy()
-    return rows if audit else rows.filter(pl.col("source").ne_missing("audit"))  # a null source stays
+    else:
+        rows = pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
+    return (rows if audit else rows.filter(pl.col("source").ne_missing("audit"))), held  # null source stays
 
 
 def load_call_records(run_dir: Path) -> pl.DataFrame:
