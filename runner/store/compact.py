@@ -38,6 +38,7 @@ __all__ = [
     "load_verdict_rows",
     "scan_verdict_rows",
     "verdict_rows",
+    "without_audit",
 ]
 
 COMPACT_DIR = "compact"
@@ -324,19 +325,24 @@ def scan_verdict_rows(
 
 def verdict_rows(
     run_dir: Path, *, run: str | None = None, damaged: list[DamageReport] | None = None, audit: bool = False
-) -> tuple[pl.LazyFrame, bool]:
-    """`scan_verdict_rows`, and whether its rows are held in memory (read from the shards) rather
-    than scanned from the compacted Parquet: a reader of held rows may filter them once and keep the
-    result, where over a scan it would hold what streaming never does."""
+) -> tuple[pl.LazyFrame, pl.DataFrame | None]:
+    """`scan_verdict_rows`, and the frame it is a plan over when its rows are held in memory (read
+    from the shards), not scanned from the compacted Parquet: a reader of held rows may find once
+    which of them it keeps (`without_audit` over the frame gives the same rows)."""
     run_dir = Path(run_dir)
     name = run or _run_name(run_dir)
-    held = not _fresh(run_dir, name)
-    if held:
-        # The shards' digest (runner/store/digest.py): only bytes no reader has read yet are parsed.
-        rows = _digest_rows(run_dir, name, damaged).lazy()
+    if _fresh(run_dir, name):
+        rows, frame = pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet"), None
     else:
-        rows = pl.scan_parquet(run_dir / COMPACT_DIR / "verdicts.parquet")
-    return (rows if audit else rows.filter(pl.col("source").ne_missing("audit"))), held  # null source stays
+        # The shards' digest (runner/store/digest.py): only bytes no reader has read yet are parsed.
+        frame = _digest_rows(run_dir, name, damaged)
+        rows = frame.lazy()
+    return (rows if audit else without_audit(rows)), frame
+
+
+def without_audit(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """`rows` but those of source "audit" (a null source stays)."""
+    return rows.filter(pl.col("source").ne_missing("audit"))
 
 
 def load_call_records(run_dir: Path) -> pl.DataFrame:
