@@ -143,11 +143,10 @@ def test_a_fast_model_among_throttled_ones_grows_past_its_start(tmp_path: Path) 
         assert sim.stats.requests == 12 * 60
 
 
-def test_initial_workers_share_the_global_concurrency() -> None:
+def test_initial_workers_share_the_worker_budget() -> None:
     assert worker_budget(64, 40) == 128 and worker_budget(64, 160) == 160  # 2 x global, or 1 per model
     assert initial_workers(32, 64, 1) == 32  # one model: its cap
-    assert initial_workers(32, 64, 8) == 8  # 64 // 8: no more than the concurrency start, not the budget
-    assert initial_workers(32, 64, 40) == 1  # 64 // 40
+    assert initial_workers(32, 64, 40) == 3  # 128 // 40
     assert initial_workers(32, 64, 160) == 1  # never fewer than one
     assert initial_workers(1, 64, 4) == 1  # nor more than the model's own cap
 

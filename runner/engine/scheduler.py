@@ -3,12 +3,12 @@
 Each model gets its own workers pulling from its own lazy stream of instances, so a slow or throttled
 model only ever holds its own workers; the provider pool bounds calls in flight globally and per
 endpoint. Workers are elastic within a budget of twice the global concurrency (or one per model, if
-that is more): a model starts with its share of the global concurrency; after each pair a worker
-retires if its model's endpoint is congested (calls already queue in its own limiter) and the model
-keeps another, and otherwise adds a sibling if the model is under its cap, the budget allows and the
-pool has room. So a throttled model gives its workers to the ones that can use them, a model that
-finishes hands its share on, and idle workers (each holds a prepared request and its instance, tens
-of KB) stay few however many models there are. Memory therefore grows with concurrency, not with the number of
+that is more): a model starts with its share; after each pair a worker retires if its model's
+endpoint is congested (calls already queue in its own limiter) and the model keeps another, and
+otherwise adds a sibling if the model is under its cap, the budget allows and the pool has room. So a
+throttled model gives its workers to the ones that can use them, a model that finishes hands its
+share on, and idle workers (each holds a prepared request and its instance, tens of KB) stay few
+however many models there are. Memory therefore grows with concurrency, not with the number of
 instances or models.
 """
 
@@ -122,11 +122,8 @@ def _batch_policies(spec: EndpointSpec, cfg: SweepConfig) -> list[BatchPolicy]:
 
 
 def initial_workers(cap: int, global_concurrency: int, models: int) -> int:
-    """A model's workers at the start: its share of the global concurrency, MIN_WORKERS <= n <= cap.
-    Not of the budget: with many models, shares of twice the concurrency would start as many workers
-    idle as busy, each holding its pair; workers beyond the concurrency are grown only while the pool
-    has room (a pair's judge calls run in parallel)."""
-    share = global_concurrency // max(models, 1)
+    """A model's workers at the start: its share of the budget, MIN_WORKERS <= n <= cap."""
+    share = worker_budget(global_concurrency, models) // max(models, 1)
     return min(cap, max(MIN_WORKERS, share))
 
 
