@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ifsweep.benchmarks.followbench as followbench
+import ifsweep.benchmarks.followbench._load as _load
 from ifsweep.benchmarks import Benchmark, DataError, get
 from ifsweep.benchmarks.followbench import FollowBench
 from ifsweep.benchmarks.releases import FOLLOWBENCH
@@ -249,3 +253,37 @@ def test_file_level_errors(tmp_path: Path) -> None:
     (folder / "content_constraints.json").write_text('{"rows": []}', encoding="utf-8")
     assert "JSON array" in str(_load_error(folder))
     assert "file not found" in str(_load_error(folder, "style"))
+
+
+_TOKENS = st.lists(st.sampled_from(["a", "b", "c", " ", "\n", ".", "\n\n  "]), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TOKENS, _TOKENS)
+def test_the_line_anchored_diff_gives_blocks_the_two_texts_share(old: list[str], new: list[str]) -> None:
+    """Matched line by line first (`whole=0` forces it on short texts) or token by token, every block is
+    text both hold, in order, never overlapping, ending on difflib's sentinel; the token diff is
+    difflib's own."""
+    for whole in (0, 10**6):
+        blocks = _load._matching_blocks(old, new, whole)
+        assert blocks[-1] == (len(old), len(new), 0)
+        i_end = j_end = 0
+        for i, j, n in blocks[:-1]:
+            assert n > 0 and i >= i_end and j >= j_end and old[i : i + n] == new[j : j + n]
+            i_end, j_end = i + n, j + n
+    whole_diff = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
+    assert _load._matching_blocks(old, new, 10**6) == [tuple(m) for m in whole_diff]
+
+
+def test_a_long_instruction_gives_the_sentences_its_level_added() -> None:
+    """Past the whole-diff size (thousands of tokens, the example category's prompts), lines anchor the
+    diff: a sentence added inside a line and a line added at the end are found, nothing else."""
+    lines = [f"Passage {i}: the quick brown fox number {i} jumps over the lazy dog." for i in range(200)]
+    before = "\n".join(lines)
+    changed = lines.copy()
+    changed[120] += " Every answer must cite the passage number."
+    after = "\n".join([*changed, "Reply in exactly three sentences."])
+    assert len(_load._TOKEN.findall(before)) > _load._WHOLE_DIFF_TOKENS
+    assert _load.added_text(before, after) == (
+        "Every answer must cite the passage number. … Reply in exactly three sentences."
+    )

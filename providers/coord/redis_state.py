@@ -393,7 +393,7 @@ class RedisCoordinator:
                 delay = min(2 * delay, _MAX_RETRY_S)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                    await pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]  # older redis-py leaves it untyped
 
 
 class RedisLedger:
