@@ -1,9 +1,14 @@
 """Where each record lives, by key: a compact hash map for the run store's index.
 
 A `dict[bytes, int]` costs about 130 bytes a key (the key object, a big int, the dict slot), which is
-the part of a sweep's memory that grows with every call. This map keeps each key's 128 bits and its
-location in flat arrays (28 bytes an entry) with an open-addressing table of entry numbers beside
-them (4 bytes a slot, a third to two thirds full): about 40 bytes a key, with no object per key at all.
+the part of a sweep's memory that grows with every call. This map keeps in memory only 4 bytes an
+entry (the low 32 bits of the key, its tag) and an open-addressing table of entry numbers (4 bytes a
+slot, a third to two thirds full): about 12 bytes a key. Each entry's row (the key's 128 bits and its
+location, 28 bytes) is written to an unnamed spill file once a few thousand rows have gathered, and read
+back with `pread` when a probe meets an entry whose tag matches. A lookup of a key that is not there
+reads nothing from disk but on a tag collision (about one lookup in several thousand), and a hit reads
+28 bytes that the page cache holds. A sweep's memory then grows by 12 bytes a record, not 40: the
+40-model full-size sweep's index was 20 MiB of its peak.
 
 Keys are 16 raw bytes (record_key's 32 hex digits). Keys of any other length are first reduced to
 16 bytes with BLAKE2b, which keeps them distinct with the same certainty as the keys themselves.
@@ -15,8 +20,12 @@ replaces an older one for its key, except that an error never replaces a success
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
+import tempfile
+import weakref
 from array import array
+from typing import Any
 
 __all__ = ["KeyIndex", "Location"]
 
@@ -30,6 +39,13 @@ _MIN_SLOTS = 1 << 10
 # of a few thousand calls then never imports NumPy (0.15 s, a tenth of such a sweep's CPU).
 _NUMPY_FROM = 1 << 15
 _KEY = struct.Struct("=QQ")  # native order, as the arrays and their NumPy views
+_ROW = struct.Struct("=QQQI")  # hi, lo, location word, length and error bit: an entry's 28 bytes
+_ROW_LOC = struct.Struct("=QI")  # the row's last 12 bytes: what a newer record for the key replaces
+_LOC_AT = 16
+_TAG = 0xFFFFFFFF
+# Rows kept in memory before they go to the spill file (112 KiB): the newest rows, which a sweep reads
+# back most (the verdict it just wrote), are read without a system call.
+_TAIL_ROWS = 4096
 _EMPTY = -1
 
 Location = tuple[int, int, int, bool]  # (file number, offset, length, is_error)
@@ -55,67 +71,151 @@ def _pack(file_no: int, offset: int, length: int, is_error: bool) -> tuple[int, 
 
 
 class KeyIndex:
-    """key -> (file number, offset, length, is_error); newest wins, errors never shadow successes."""
+    """key -> (file number, offset, length, is_error); newest wins, errors never shadow successes.
 
-    __slots__ = ("_hi", "_lo", "_loc", "_mask", "_meta", "_slots")
+    `spill_dir` is where the unnamed spill file is made (the run's own disk, not a RAM-backed /tmp);
+    nothing is written until more than `tail_rows` entries are held. Not thread-safe."""
 
-    def __init__(self) -> None:
-        self._hi = array("Q")
-        self._lo = array("Q")
-        self._loc = array("Q")
-        self._meta = array("I")
+    __slots__ = (
+        "__weakref__",
+        "_closed",
+        "_dir",
+        "_fd",
+        "_flushed",
+        "_mask",
+        "_release",
+        "_slots",
+        "_tags",
+        "_tail",
+        "_tail_bytes",
+    )
+
+    def __init__(
+        self, spill_dir: str | os.PathLike[str] | None = None, *, tail_rows: int = _TAIL_ROWS
+    ) -> None:
+        if tail_rows < 1:
+            raise ValueError(f"tail_rows must be at least 1, got {tail_rows}")
+        self._dir = spill_dir
+        self._closed = False
+        self._fd = -1
+        self._release: weakref.finalize[[int], KeyIndex] | None = None
+        self._flushed = 0  # entries 0 .. _flushed-1 are rows of the spill file, the rest rows of _tail
+        self._tail = bytearray()
+        self._tail_bytes = tail_rows * _ROW.size
+        self._tags = array("I")
         self._slots = array("i", [_EMPTY]) * _MIN_SLOTS
         self._mask = _MIN_SLOTS - 1
 
     def __len__(self) -> int:
-        return len(self._hi)
+        return len(self._tags)
 
     def nbytes(self) -> int:
-        """Bytes held by the arrays (their allocated size may be up to an eighth more)."""
-        return sum(a.itemsize * len(a) for a in (self._hi, self._lo, self._loc, self._meta, self._slots))
+        """Bytes held in memory (the arrays' allocated size may be up to an eighth more)."""
+        return len(self._tags) * 4 + len(self._slots) * 4 + len(self._tail)
 
-    def _probe(self, hi: int, lo: int) -> tuple[int, int]:
-        """(entry number or -1, the slot where the probe stopped)."""
-        slots, his, los, mask = self._slots, self._hi, self._lo, self._mask
-        i = hi & mask
+    def spilled(self) -> int:
+        """Entries whose rows are in the spill file, not in memory."""
+        return self._flushed
+
+    def close(self) -> None:
+        """Drop the spill file and every entry; any use after raises. Safe to call twice."""
+        self._closed = True
+        if self._release is not None:
+            self._release()
+            self._release, self._fd = None, -1
+        self._flushed, self._tail, self._tags = 0, bytearray(), array("I")
+        self._slots, self._mask = array("i", [_EMPTY]) * _MIN_SLOTS, _MIN_SLOTS - 1
+
+    def __enter__(self) -> KeyIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spill_fd(self) -> int:
+        if self._fd < 0:
+            # Unnamed (O_TMPFILE where the system has it): gone when closed, or when the process dies.
+            with tempfile.TemporaryFile(dir=self._dir, prefix="ifsweep-keyindex-") as f:
+                self._fd = os.dup(f.fileno())
+            # Closed by close(), or when the index is collected: a reader that never closes it (the
+            # viewer's index lives as long as its server) leaks no descriptor and warns of nothing.
+            self._release = weakref.finalize(self, os.close, self._fd)
+        return self._fd
+
+    def _row(self, e: int) -> tuple[int, int, int, int]:
+        if e >= self._flushed:
+            return _ROW.unpack_from(self._tail, (e - self._flushed) * _ROW.size)
+        data = os.pread(self._fd, _ROW.size, e * _ROW.size)
+        if len(data) != _ROW.size:
+            raise OSError(f"key index spill file: row {e} is cut short ({len(data)} bytes)")
+        return _ROW.unpack(data)
+
+    def _probe(self, hi: int, lo: int) -> tuple[int, int, tuple[int, int, int, int] | None]:
+        """(entry number or -1, the slot where the probe stopped, the entry's row when found)."""
+        slots, tags, mask, tag = self._slots, self._tags, self._mask, hi & _TAG
+        i = tag & mask
         while True:
             e = slots[i]
-            if e == _EMPTY or (his[e] == hi and los[e] == lo):
-                return e, i
+            if e == _EMPTY:
+                return e, i, None
+            if tags[e] == tag:
+                row = self._row(e)
+                if row[0] == hi and row[1] == lo:
+                    return e, i, row
             i = (i + 1) & mask
 
     def get(self, raw: bytes) -> Location | None:
-        e, _ = self._probe(*_split(raw))
-        if e == _EMPTY:
+        if self._closed:
+            raise ValueError("get from a closed KeyIndex")
+        _, _, row = self._probe(*_split(raw))
+        if row is None:
             return None
-        loc, meta = self._loc[e], self._meta[e]
+        loc, meta = row[2], row[3]
         return loc >> _OFF_BITS, loc & (_MAX_OFFSET - 1), meta >> 1, bool(meta & 1)
 
     def put(self, raw: bytes, file_no: int, offset: int, length: int, is_error: bool) -> bool:
         """Record a newer location for `raw`; returns whether it was kept (an error does not replace a
         success)."""
+        if self._closed:
+            raise ValueError("put to a closed KeyIndex")
         loc, meta = _pack(file_no, offset, length, is_error)
         hi, lo = _split(raw)
-        e, slot = self._probe(hi, lo)
-        if e != _EMPTY:
-            if is_error and not self._meta[e] & 1:
+        e, slot, row = self._probe(hi, lo)
+        if row is not None:
+            if is_error and not row[3] & 1:
                 return False
-            self._loc[e], self._meta[e] = loc, meta
+            if e >= self._flushed:
+                _ROW_LOC.pack_into(self._tail, (e - self._flushed) * _ROW.size + _LOC_AT, loc, meta)
+            else:
+                _pwrite_all(self._fd, _ROW_LOC.pack(loc, meta), e * _ROW.size + _LOC_AT)
             return True
-        self._slots[slot] = len(self._hi)
-        self._hi.append(hi)
-        self._lo.append(lo)
-        self._loc.append(loc)
-        self._meta.append(meta)
-        if len(self._hi) * 3 > len(self._slots) * 2:
+        self._slots[slot] = len(self._tags)
+        self._tags.append(hi & _TAG)
+        self._tail += _ROW.pack(hi, lo, loc, meta)
+        if len(self._tail) >= self._tail_bytes:
+            self._spill()
+        if len(self._tags) * 3 > len(self._slots) * 2:
             self._rebuild_slots()
         return True
+
+    def _spill(self) -> None:
+        """Move the tail's rows to the end of the spill file. A disk that refuses them (full, or gone)
+        loses nothing: the rows stay in memory, and the next try waits for twice as many."""
+        try:
+            _pwrite_all(self._spill_fd(), self._tail, self._flushed * _ROW.size)
+        except OSError:
+            self._tail_bytes = 2 * len(self._tail)
+            return
+        self._flushed += len(self._tail) // _ROW.size
+        self._tail = bytearray()
 
     def load(self, keys: bytes | bytearray, locs: array[int], metas: array[int]) -> None:
         """Add many records at once, in read order (oldest first, all newer than what is held), with
         the same precedence as `put` one by one. `keys` packs each record's `normalized` key (16 bytes
         each); `locs` and `metas` hold what `_pack` makes. Vectorized: a million records take well under
         a second, where `put` in a loop would take several."""
+        if self._closed:
+            raise ValueError("load into a closed KeyIndex")
         n_new = len(locs)
         if len(keys) != 16 * n_new or len(metas) != n_new:
             raise ValueError(f"load: {len(keys)} key bytes, {n_new} locations, {len(metas)} metas")
@@ -123,37 +223,60 @@ class KeyIndex:
             return
         import numpy as np  # here, not at the top: a store that never loads or grows needs none of it
 
+        dt = np.dtype([("hi", "=u8"), ("lo", "=u8"), ("loc", "=u8"), ("meta", "=u4")])
         new_keys = np.frombuffer(keys, dtype=np.uint64).reshape(-1, 2)
-        hi = np.concatenate([np.frombuffer(self._hi, dtype=np.uint64), new_keys[:, 0]])
-        lo = np.concatenate([np.frombuffer(self._lo, dtype=np.uint64), new_keys[:, 1]])
-        loc = np.concatenate([np.frombuffer(self._loc, dtype=np.uint64), np.frombuffer(locs, np.uint64)])
-        meta = np.concatenate([np.frombuffer(self._meta, np.uint32), np.frombuffer(metas, np.uint32)])
+        added = np.empty(n_new, dtype=dt)
+        added["hi"], added["lo"] = new_keys[:, 0], new_keys[:, 1]
+        added["loc"], added["meta"] = np.frombuffer(locs, np.uint64), np.frombuffer(metas, np.uint32)
         del new_keys
+        rows = np.concatenate([self._rows(np, dt), added])
+        del added
+        hi, lo, meta = rows["hi"], rows["lo"], rows["meta"]
         # Per key, keep the newest success if there is one, else the newest error: sort by key, then by
         # (is a success, read position), and take each key's last row.
         order = np.lexsort((np.arange(hi.size), (meta & 1) == 0, lo, hi))
         hi_sorted, lo_sorted = hi[order], lo[order]
         last = np.ones(hi.size, dtype=bool)
         last[:-1] = (hi_sorted[1:] != hi_sorted[:-1]) | (lo_sorted[1:] != lo_sorted[:-1])
+        del hi_sorted, lo_sorted
         chosen = np.sort(order[last])  # back in read order: entries stay in a reproducible order
-        self._hi = array("Q", hi[chosen].tobytes())
-        self._lo = array("Q", lo[chosen].tobytes())
-        self._loc = array("Q", loc[chosen].tobytes())
-        self._meta = array("I", meta[chosen].tobytes())
+        del order, last
+        kept = rows[chosen]
+        del rows, hi, lo, meta, chosen
+        self._tags = array("I", (kept["hi"] & np.uint64(_TAG)).astype(np.uint32).tobytes())
+        self._flushed, self._tail = 0, bytearray(kept.data.cast("B"))
+        del kept
+        if len(self._tail) > self._tail_bytes:
+            self._spill()
         self._rebuild_slots()
+
+    def _rows(self, np: Any, dt: Any) -> Any:
+        """Every entry's row, in entry order, as a NumPy record array (read back from the spill file)."""
+        out = np.empty(len(self._tags), dtype=dt)
+        view = memoryview(out).cast("B")
+        spilled = self._flushed * _ROW.size
+        if spilled:
+            done = 0
+            while done < spilled:
+                got = os.preadv(self._fd, [view[done:spilled]], done)
+                if got <= 0:
+                    raise OSError(f"key index spill file: {spilled - done} bytes short")
+                done += got
+        view[spilled:] = self._tail
+        return out
 
     def _rebuild_slots(self) -> None:
         """Size the slot table for the entries (at most half full afterwards) and place them all: a
         small table one entry at a time, a big one vectorized, where each round puts every waiting
         entry whose slot is free (one winner per slot) and moves the rest one slot on, which is exactly
         where linear probing would have put them."""
-        n = len(self._hi)
+        n = len(self._tags)
         size = _MIN_SLOTS
         while n * 2 > size:
             size *= 2
         mask = size - 1
         if n < _NUMPY_FROM:
-            self._slots, self._mask = _placed(self._hi, size), mask
+            self._slots, self._mask = _placed(self._tags, size), mask
             return
         import numpy as np
 
@@ -162,7 +285,7 @@ class KeyIndex:
         table = array("i", [_EMPTY]) * size
         slots = np.frombuffer(table, dtype=np.int32)
         waiting = np.arange(n, dtype=np.int32)
-        pos = (np.frombuffer(self._hi, dtype=np.uint64) & np.uint64(mask)).astype(np.int32)
+        pos = (np.frombuffer(self._tags, dtype=np.uint32) & np.uint32(mask)).astype(np.int32)
         while waiting.size:
             free = slots[pos] == _EMPTY
             slots[pos[free]] = waiting[free]  # several entries may target one slot: one of them wins
@@ -173,13 +296,19 @@ class KeyIndex:
         self._mask = mask
 
 
-def _placed(his: array[int], size: int) -> array[int]:
+def _placed(tags: array[int], size: int) -> array[int]:
     """A slot table of `size` with every entry placed by linear probing, one at a time."""
     table = array("i", [_EMPTY]) * size
     mask = size - 1
-    for e, hi in enumerate(his):
-        i = hi & mask
+    for e, tag in enumerate(tags):
+        i = tag & mask
         while table[i] != _EMPTY:
             i = (i + 1) & mask
         table[i] = e
     return table
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    view, done = memoryview(data), 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)

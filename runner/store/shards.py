@@ -430,6 +430,7 @@ class RunStore:
         store.write_through = write_through
         shards = store.run_dir / SHARDS_DIR
         shards.mkdir(parents=True, exist_ok=True)
+        store._index = KeyIndex(shards)  # its rows spill to the run's own disk
         store._take_lock(shards / f"{writer_id}.lock")
         try:
             store._load()
@@ -688,6 +689,7 @@ class RunStore:
                     os.close(fd)
             self._cur_fd = self._lock_fd = -1
             self._read_fds.clear()
+            self._index.close()
 
     def __enter__(self) -> RunStore:
         return self

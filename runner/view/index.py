@@ -2,8 +2,9 @@
 
 Built in one pass over every writer's shards, then kept current by reading only the bytes each shard
 has grown by since (a live sweep appends while the viewer runs). Texts are never held: the key index
-(runner.store.keyindex, about 40 bytes a record, filled in one vectorized load per pass) says where each
-record lives, and a page reads the few it shows back with `pread`, re-verifying their checksums.
+(runner.store.keyindex, about 12 bytes a record in memory, filled in one vectorized load per pass) says
+where each record lives, and a page reads the few it shows back with `pread`, re-verifying their
+checksums.
 Precedence is the store's own: the newest record per key, except that an error never replaces a success.
 """
 
