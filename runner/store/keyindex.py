@@ -73,8 +73,9 @@ def _pack(file_no: int, offset: int, length: int, is_error: bool) -> tuple[int, 
 class KeyIndex:
     """key -> (file number, offset, length, is_error); newest wins, errors never shadow successes.
 
-    `spill_dir` is where the unnamed spill file is made (the run's own disk, not a RAM-backed /tmp);
-    nothing is written until more than `tail_rows` entries are held. Not thread-safe."""
+    `spill_dir` is the folder of the unnamed spill file (the run store gives its shards folder, so the
+    rows go to the run's own disk, never to a /tmp that may be RAM; None: TMPDIR). Nothing is written
+    before `tail_rows` entries are held. Not thread-safe."""
 
     __slots__ = (
         "__weakref__",
