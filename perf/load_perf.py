@@ -1,4 +1,4 @@
-"""Loading each benchmark's real release, against FollowBench's token-only diff (issue 35, stop 42).
+"""Loading each benchmark's real release, against FollowBench's token-only diff (issue 35, stop 43).
 Prints figures and ratios measured in one run; not a test.
 
     python perf/load_perf.py                 # every release in ../shared/benchmarks, and the baseline
@@ -34,7 +34,7 @@ RELEASES: tuple[tuple[str, Path, dict[str, str]], ...] = (
 
 
 def token_diff(before: str, after: str) -> str:
-    """The loader's text by a diff of all tokens at once (the loader before stop 42)."""
+    """The loader's text by a diff of all tokens at once (the loader before stop 43)."""
     old, new = _load._TOKEN.findall(before), _load._TOKEN.findall(after)
     blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
     spans, j = [], 0
