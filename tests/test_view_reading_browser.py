@@ -194,6 +194,9 @@ def test_an_eifbench_page_ties_each_constraint_to_the_call_that_decided_it(
             row = page.locator("table.constraints tbody tr:not(.sub)").nth(i)
             row.locator("td").nth(3 + j).locator("a.call").click()
             call = page.locator("details.turn:target")
+            # The page opens its target on `hashchange`, an event after the click: wait for it (up to
+            # the default 30 s), or a loaded machine reads the call before it is opened.
+            page.locator("details.turn:target[open]").wait_for()
             assert call.get_attribute("open") is not None and call.is_visible()
             assert f"#{i}" in text_of(call, "a.decides")
             key = str(call.get_attribute("data-key"))

@@ -88,7 +88,8 @@ class KeyIndex:
         "_slots",
         "_tags",
         "_tail",
-        "_tail_bytes",
+        "_tail_len",
+        "_tail_size",
     )
 
     def __init__(
@@ -101,8 +102,11 @@ class KeyIndex:
         self._fd = -1
         self._release: weakref.finalize[[int], KeyIndex] | None = None
         self._flushed = 0  # entries 0 .. _flushed-1 are rows of the spill file, the rest rows of _tail
-        self._tail = bytearray()
-        self._tail_bytes = tail_rows * _ROW.size
+        # One buffer for the whole life of the index, filled and emptied in place: a new one for each
+        # tail would leave the heap a hole of its size among the sweep's small objects at each spill.
+        self._tail_size = tail_rows * _ROW.size
+        self._tail = bytearray(self._tail_size)
+        self._tail_len = 0  # bytes of _tail that hold rows; always less than its length
         self._tags = array("I")
         self._slots = array("i", [_EMPTY]) * _MIN_SLOTS
         self._mask = _MIN_SLOTS - 1
@@ -124,7 +128,7 @@ class KeyIndex:
         if self._release is not None:
             self._release()
             self._release, self._fd = None, -1
-        self._flushed, self._tail, self._tags = 0, bytearray(), array("I")
+        self._flushed, self._tail, self._tail_len, self._tags = 0, bytearray(), 0, array("I")
         self._slots, self._mask = array("i", [_EMPTY]) * _MIN_SLOTS, _MIN_SLOTS - 1
 
     def __enter__(self) -> KeyIndex:
@@ -192,8 +196,9 @@ class KeyIndex:
             return True
         self._slots[slot] = len(self._tags)
         self._tags.append(hi & _TAG)
-        self._tail += _ROW.pack(hi, lo, loc, meta)
-        if len(self._tail) >= self._tail_bytes:
+        _ROW.pack_into(self._tail, self._tail_len, hi, lo, loc, meta)
+        self._tail_len += _ROW.size
+        if self._tail_len == len(self._tail):
             self._spill()
         if len(self._tags) * 3 > len(self._slots) * 2:
             self._rebuild_slots()
@@ -203,12 +208,15 @@ class KeyIndex:
         """Move the tail's rows to the end of the spill file. A disk that refuses them (full, or gone)
         loses nothing: the rows stay in memory, and the next try waits for twice as many."""
         try:
-            _pwrite_all(self._spill_fd(), self._tail, self._flushed * _ROW.size)
+            _pwrite_all(self._spill_fd(), memoryview(self._tail)[: self._tail_len], self._flushed * _ROW.size)
+            refused = False
         except OSError:
-            self._tail_bytes = 2 * len(self._tail)
+            refused = True
+        if refused:  # grown here, not in the handler: its traceback still holds a view of the buffer
+            self._tail += bytes(len(self._tail))
             return
-        self._flushed += len(self._tail) // _ROW.size
-        self._tail = bytearray()
+        self._flushed += self._tail_len // _ROW.size
+        self._tail_len = 0
 
     def load(self, keys: bytes | bytearray, locs: array[int], metas: array[int]) -> None:
         """Add many records at once, in read order (oldest first, all newer than what is held), with
@@ -245,10 +253,15 @@ class KeyIndex:
         kept = rows[chosen]
         del rows, hi, lo, meta, chosen
         self._tags = array("I", (kept["hi"] & np.uint64(_TAG)).astype(np.uint32).tobytes())
-        self._flushed, self._tail = 0, bytearray(kept.data.cast("B"))
+        self._flushed, self._tail_len = 0, kept.size * _ROW.size
+        self._tail = bytearray(kept.data.cast("B"))
         del kept
-        if len(self._tail) > self._tail_bytes:
-            self._spill()
+        if self._tail_len >= self._tail_size:
+            self._spill()  # the rows to the file, or (refused) kept in a tail of twice their size
+        if self._tail_len == 0:
+            self._tail = bytearray(self._tail_size)
+        elif len(self._tail) < self._tail_size:
+            self._tail += bytes(self._tail_size - len(self._tail))
         self._rebuild_slots()
 
     def _rows(self, np: Any, dt: Any) -> Any:
@@ -263,7 +276,7 @@ class KeyIndex:
                 if got <= 0:
                     raise OSError(f"key index spill file: {spilled - done} bytes short")
                 done += got
-        view[spilled:] = self._tail
+        view[spilled:] = memoryview(self._tail)[: self._tail_len]
         return out
 
     def _rebuild_slots(self) -> None:
