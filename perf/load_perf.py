@@ -12,7 +12,6 @@ made it before: the same instruction pairs, timed here, and how many of their te
 from __future__ import annotations
 
 import argparse
-import difflib
 import itertools
 import json
 import sys
@@ -35,14 +34,7 @@ RELEASES: tuple[tuple[str, Path, dict[str, str]], ...] = (
 
 def token_diff(before: str, after: str) -> str:
     """The loader's text by a diff of all tokens at once (the loader before stop 43)."""
-    old, new = _load._TOKEN.findall(before), _load._TOKEN.findall(after)
-    blocks = difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks()
-    spans, j = [], 0
-    for _, bj, k in blocks:
-        if bj > j:
-            spans.append(new[j:bj])
-        j = bj + k
-    return _load.joined_pieces(spans)
+    return _load.added_text(before, after, whole=sys.maxsize)
 
 
 def level_pairs(data: Path) -> list[tuple[str, str]]:

@@ -245,36 +245,26 @@ _SHORTEST = 4  # tokens (words, or characters of Chinese) of an added piece that
 _TOKEN = re.compile(r"[A-Za-z0-9_]+|\s+|.", re.S)  # words of Latin script; one character else (Chinese)
 
 
-def added_text(before: str, after: str) -> str:
-    """The text a level added to the instruction of the level before it (the data holds each level's
-    whole instruction, not the constraint alone): the pieces AFTER inserts or rewrites, joined by " … ";
-    constraint i was added at level i + 1, and a level with no instruction before it added ""."""
-    old, new = _TOKEN.findall(before), _TOKEN.findall(after)
-    return joined_pieces([new[j1:j2] for j1, j2 in _added_spans(old, new)])
-
-
-def joined_pieces(pieces: list[list[str]]) -> str:
-    """The added text from the runs of tokens a diff found added: the longer ones, when any."""
-    # A rewording swaps a word here and there: the constraint is in the longer pieces, when any.
-    long = [p for p in pieces if sum(not t.isspace() for t in p) >= _SHORTEST]
-    texts = ("".join(p).strip() for p in long or pieces)
-    return " … ".join(t for t in texts if t)
-
-
 # Up to this many tokens in both, a pair is diffed token by token alone (a tenth of a second at the
 # most): the short instructions of every category keep the texts a whole token diff finds.
 _WHOLE_DIFF_TOKENS = 2000
 
 
-def _added_spans(old: list[str], new: list[str]) -> list[tuple[int, int]]:
-    """Where in `new` each run of tokens that `old` lacks lies (what a diff's inserts and rewrites
-    cover): the tokens of `new` between one matching block and the next."""
-    spans, j = [], 0
-    for _, bj, k in _matching_blocks(old, new):
+def added_text(before: str, after: str, whole: int = _WHOLE_DIFF_TOKENS) -> str:
+    """The text a level added to the instruction of the level before it (the data holds each level's
+    whole instruction, not the constraint alone): the pieces AFTER inserts or rewrites, joined by " … ";
+    constraint i was added at level i + 1, and a level with no instruction before it added "". `whole`:
+    see `_matching_blocks` (perf/load_perf.py passes one no pair reaches, for the token diff alone)."""
+    old, new = _TOKEN.findall(before), _TOKEN.findall(after)
+    pieces, j = [], 0
+    for _, bj, k in _matching_blocks(old, new, whole):  # what lies between blocks was inserted or rewritten
         if bj > j:
-            spans.append((j, bj))
+            pieces.append(new[j:bj])
         j = bj + k
-    return spans
+    # A rewording swaps a word here and there: the constraint is in the longer pieces, when any.
+    long = [p for p in pieces if sum(not t.isspace() for t in p) >= _SHORTEST]
+    texts = ("".join(p).strip() for p in long or pieces)
+    return " … ".join(t for t in texts if t)
 
 
 def _matching_blocks(
