@@ -6,12 +6,16 @@ the last bit, on real shards of two writers, read as one part and as several."""
 from __future__ import annotations
 
 import time
+from itertools import chain
 from math import fsum
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ifsweep.runner.store.digest import scan_digest
-from ifsweep.runner.store.intents import SPEND_KINDS, SpendScan, run_spend
+from ifsweep.runner.store.intents import SPEND_KINDS, SpendScan, exact_terms, run_spend
 from ifsweep.runner.store.shards import RunStore, record_key, scan_shards
 from ifsweep.runner.watch.tallied import every_record
 
@@ -96,3 +100,22 @@ def _charged(base: int) -> list[float]:
     judge, the intent cut off."""
     gens = [r["cost_usd"] for r in _records(base) if r["kind"] == "generation"]
     return [v if isinstance(v, float) else 0.0 for v in gens] + [0.7, 1.25]
+
+
+_DOLLAR = st.floats(
+    allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300
+) | st.sampled_from([0.1, 1e-17, 5e-324, -0.1, 1.0, 2.0**53, 0.0, -0.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_DOLLAR, max_size=40), max_size=8))
+def test_dollars_held_as_exact_terms_sum_to_the_last_bit_as_every_value_would(
+    groups: list[list[float]],
+) -> None:
+    """What status holds of each part's dollars (their exact terms) sums, with fsum, to what fsum of
+    every dollar gives, in any grouping: values that cancel, subnormals, magnitudes 1e300 apart."""
+    terms = [exact_terms(g) for g in groups]
+    assert fsum(chain.from_iterable(terms)) == fsum(chain.from_iterable(groups))
+    assert all(len(t) <= 40 for t in terms)  # a remainder each step, never a loop without end
+    for g, t in zip(groups, terms, strict=True):
+        assert fsum(t) == fsum(g)

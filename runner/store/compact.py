@@ -32,6 +32,7 @@ __all__ = [
     "VERDICT_COLUMNS",
     "CompactResult",
     "compact",
+    "held_rows",
     "latest_batches",
     "latest_lines",
     "load_call_records",
@@ -167,7 +168,26 @@ def _digest_rows(run_dir: Path, run: str, damaged: list[DamageReport] | None) ->
     chosen = narrow[pick].select(at).to_series()
     del narrow
     # A filter, not a join: it keeps each part's records in their order.
-    return pl.concat([_exploded(p.filter(at.is_in(chosen.implode())), run).collect() for p in parts])
+    return pl.concat(
+        [_as_held(_exploded(p.filter(at.is_in(chosen.implode())), run)).collect() for p in parts]
+    )
+
+
+# Verdict rows held in memory (read from the shards) keep their text columns as categories: a string
+# view costs 16 bytes a row, a category 4 (plus each distinct value once), and these columns repeat a
+# few values over many rows (on the 40-model run 13 columns of 588,880 rows: report's peak 324-329 ->
+# 254-271 MB, 0.2-0.3 s slower: docs/design/reading.md).
+_TEXT = [c for c, t in VERDICT_COLUMNS.items() if t == pl.String]
+
+
+def _as_held(rows: pl.LazyFrame) -> pl.LazyFrame:
+    return rows.with_columns(pl.col(_TEXT).cast(pl.Categorical))
+
+
+def held_rows(frame: pl.DataFrame) -> pl.LazyFrame:
+    """A plan over held verdict rows (`verdict_rows`' frame) in VERDICT_COLUMNS' types: a query casts
+    only the columns it reads, only while it runs."""
+    return frame.lazy().with_columns(pl.col(_TEXT).cast(pl.String))
 
 
 def newest_per_key(records: pl.DataFrame) -> pl.Series:
@@ -336,7 +356,7 @@ def verdict_rows(
     else:
         # The shards' digest (runner/store/digest.py): only bytes no reader has read yet are parsed.
         frame = _digest_rows(run_dir, name, damaged)
-        rows = frame.lazy()
+        rows = held_rows(frame)
     return (rows if audit else without_audit(rows)), frame
 
 

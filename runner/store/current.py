@@ -327,7 +327,7 @@ def read_run(run_dir: Path) -> RunReading:
     import polars as pl
 
     from ifsweep import metrics
-    from ifsweep.runner.store.compact import verdict_rows, without_audit
+    from ifsweep.runner.store.compact import held_rows, verdict_rows, without_audit
 
     run_dir = Path(run_dir)
     manifest = _manifest(run_dir)
@@ -353,9 +353,9 @@ def read_run(run_dir: Path) -> RunReading:
         # as a mask, not by each of report's metric passes again (16 over four benchmarks, each testing
         # strings: at full size 1.2 s of them -> 0.4 s), and no filtered copy is held (50 MB).
         at = pl.col("_at")
-        kept = _planned_rows(without_audit(held.lazy().with_row_index("_at")), plain.plans).select(at)
+        kept = _planned_rows(without_audit(held_rows(held).with_row_index("_at")), plain.plans).select(at)
         index = kept.collect().to_series()
-        planned = held.lazy()
+        planned = held_rows(held)
         if index.len() < held.height:
             planned = planned.filter(
                 pl.lit(pl.zeros(held.height, pl.Boolean, eager=True).scatter(index, True))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
-from math import fsum
+from math import fsum, isfinite
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "SpendScan",
     "StoreIntents",
     "WriterSpend",
+    "exact_terms",
     "record_spend",
     "run_spend",
     "spend_label",
@@ -73,6 +74,23 @@ def spend_number(v: object) -> float:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
 
 
+def exact_terms(values: Iterable[float]) -> list[float]:
+    """A few floats (usually one or two) whose exact sum is the exact sum of `values`: summed with
+    math.fsum beside other such terms they give the exactly rounded total of every value, so a reader
+    holds a part's dollars as these, not as one float object per record (status at full size held
+    468k calls' three dollar fields that way: 45-60 MB). Each term is fsum of the values less the terms
+    before it; the remainder shrinks below the last term's half ulp at each step, so it ends."""
+    values = list(values)
+    terms: list[float] = []
+    while True:
+        rest = fsum(chain(values, (-t for t in terms)))
+        if rest == 0.0:
+            return terms
+        terms.append(rest)
+        if not isfinite(rest):  # an infinite value: fsum's own answer, there is no remainder to take
+            return terms
+
+
 def record_spend(rec: Mapping[str, Any]) -> tuple[str | None, float]:
     """(label, dollars) a stored call record was charged to: its judge for a judgment, else its model."""
     return spend_label(rec.get("kind"), rec.get("model"), rec.get("judge")), spend_number(rec.get("cost_usd"))
@@ -111,9 +129,9 @@ class SpendScan:
 
     def add_costs(self, label: str | None, costs: Iterable[float], worst_cases: Iterable[float]) -> None:
         """Many call records of one label at once: their costs and worst-case parts (as `add` reads
-        them from each record)."""
-        self._costs.setdefault(label, [[]]).append(costs)
-        self._worst.append(worst_cases)
+        them from each record), held as their exact terms."""
+        self._costs.setdefault(label, [[]]).append(exact_terms(costs))
+        self._worst.append(exact_terms(worst_cases))
 
     def open_intent(self, ident: str, label: str | None, worst: float) -> None:
         self._open[ident] = (label, worst)

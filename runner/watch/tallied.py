@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ifsweep.runner.store.current import PairPlan, selects
-from ifsweep.runner.store.intents import SpendScan, spend_label
+from ifsweep.runner.store.intents import SpendScan, exact_terms, spend_label
 from ifsweep.runner.store.locks import writer_running
 from ifsweep.runner.store.shards import SHARDS_DIR
 from ifsweep.runner.watch.outcomes import ErrorTally, GroupSpend, SpendTally
@@ -160,7 +160,7 @@ def _part_sums(part: pl.LazyFrame, since: float, minute: float) -> pl.LazyFrame:
 
 
 class _Adding:
-    """EveryRecord's sums as the parts come in: floats kept as arrays until every part is in."""
+    """EveryRecord's sums as the parts come in: dollars kept as exact terms until every part is in."""
 
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str], list[Any]] = {}  # gen, judge, saved arrays; input, cached
@@ -177,7 +177,9 @@ class _Adding:
             sums.select("writer", "model", "benchmark", "kind", "judge").iter_rows()
         ):
             start = ends[i - 1] if i else 0
-            a = {c: flat[c][start : ends[i]] for c in _DOLLARS}
+            # Each group's dollars held as their exact terms (runner/store/intents.py), not a float
+            # object per record: the sums come out the same to the last bit, in a few bytes a group.
+            a = {c: exact_terms(flat[c][start : ends[i]]) for c in _DOLLARS}
             judged = kind == "judgment"
             g = self.groups.setdefault((model, bench), [[], [], [], 0, 0])
             g[1 if judged else 0].append(a["cost_usd"])
