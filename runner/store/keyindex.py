@@ -38,6 +38,10 @@ _MIN_SLOTS = 1 << 10
 # Below this many entries a growing table is rebuilt in plain Python (about 20 ms at the most): a sweep
 # of a few thousand calls then never imports NumPy (0.15 s, a tenth of such a sweep's CPU).
 _NUMPY_FROM = 1 << 15
+# A vectorized rebuild places the entries this many at a time: its arrays of positions, masks and
+# gathers are a chunk's, not every entry's (at 349k entries they were about 8 MB at once, the 40-model
+# sweep's peak: docs/design/shards.md).
+_PLACE_CHUNK = 1 << 15
 _KEY = struct.Struct("=QQ")  # native order, as the arrays and their NumPy views
 _ROW = struct.Struct("=QQQI")  # hi, lo, location word, length and error bit: an entry's 28 bytes
 _ROW_LOC = struct.Struct("=QI")  # the row's last 12 bytes: what a newer record for the key replaces
@@ -294,17 +298,23 @@ class KeyIndex:
             return
         import numpy as np
 
-        # Filled in place through a NumPy view: no second copy of the table exists at any time, which
-        # keeps the rebuild's transient memory (a peak of the sweep's RSS) to a few arrays of n.
+        # Filled in place through a NumPy view: no second copy of the table exists at any time, and the
+        # entries go in a chunk at a time, which keeps the rebuild's transient memory (a peak of the
+        # sweep's RSS) to the new table and a few arrays of a chunk. Any order of placing gives a valid
+        # table: an entry only moves on past slots already taken, so its probe from home finds it.
         table = array("i", [_EMPTY]) * size
         slots = np.frombuffer(table, dtype=np.int32)
-        waiting = np.arange(n, dtype=np.int32)
-        pos = (np.frombuffer(self._tags, dtype=np.uint32) & np.uint32(mask)).astype(np.int32)
-        while waiting.size:
-            free = slots[pos] == _EMPTY
-            slots[pos[free]] = waiting[free]  # several entries may target one slot: one of them wins
-            placed = free & (slots[pos] == waiting)
-            waiting, pos = waiting[~placed], (pos[~placed] + 1) & mask
+        for start in range(0, n, _PLACE_CHUNK):
+            count = min(_PLACE_CHUNK, n - start)
+            waiting = np.arange(start, start + count, dtype=np.int32)
+            tags = np.frombuffer(self._tags, dtype=np.uint32, count=count, offset=start * 4)
+            pos = (tags & np.uint32(mask)).astype(np.int32)
+            del tags  # the view pins the tags: the array must stay free to grow
+            while waiting.size:
+                free = slots[pos] == _EMPTY
+                slots[pos[free]] = waiting[free]  # several entries may target one slot: one of them wins
+                placed = free & (slots[pos] == waiting)
+                waiting, pos = waiting[~placed], (pos[~placed] + 1) & mask
         del slots  # the view pins the buffer: the array must be free to be read (and never resized)
         self._slots = table
         self._mask = mask
