@@ -7,11 +7,13 @@ interactively (LiteLLM) and in Message Batches, none of them empty."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
+import orjson
 from capture import CaptureProxy
 from sweeps import stored_records, toml_config
 
@@ -21,9 +23,10 @@ from ifsweep.providers.budget import Budget
 from ifsweep.providers.pool import ProviderPool
 from ifsweep.providers.records import EndpointSpec
 from ifsweep.providers.send.conversation import EMPTY_TURN, conversation
+from ifsweep.providers.send.fast import FastSender
 from ifsweep.providers.send.prefix import PrefixEnd
 from ifsweep.runner.commands.cli import main
-from ifsweep.runner.store.keys import judge_key
+from ifsweep.runner.store.keys import generation_key, judge_key
 from ifsweep.simulator import FaultRates, SimConfig, SimulatorThread
 from ifsweep.simulator.config import BatchSettings
 
@@ -207,3 +210,39 @@ def test_a_batch_sweep_whose_judge_answers_empty_ends_without_a_refused_request(
     turns = [m for b in created for r in b["requests"] for m in r["params"]["messages"]]
     assert any(_flat([m]) == [("assistant", EMPTY_TURN)] for m in turns)  # the case did arise
     assert all(_flat([m])[0][1].strip() for m in turns)
+
+
+# A CFBench-like conversation: non-ASCII prompts (a str of 2 bytes a character), an ASCII turn.
+_CHINESE = [
+    {"role": "system", "content": "只回答“是”或“否”。"},
+    {"role": "user", "content": "请用三句话介绍长城，每句不超过二十个字。" * 50},
+    {"role": "assistant", "content": "是"},
+    {"role": "user", "content": "plain ASCII turn"},
+]
+
+
+def test_a_prompt_that_is_not_ascii_is_keyed_and_sent_without_growing() -> None:
+    """orjson leaves the UTF-8 it encodes a non-ASCII str into inside that str for its life: a prompt
+    hashed for its key and encoded as a body in place grew by 1.5-3x for as long as it was held (issue
+    35). Keyed and sent, the prompts keep their size; the keys are the ones the code before wrote
+    (8be8355, the same input), so runs written before resume; the server gets the same body bytes."""
+    messages = [dict(m) for m in _CHINESE]
+    sizes = [sys.getsizeof(m["content"]) for m in messages]
+    endpoint = {"provider": "openai", "api_base": "http://127.0.0.1:1/v1", "model": "sim-a", "path": "fast"}
+    assert judge_key(endpoint, {"max_tokens": 8}, messages, 0) == "2b1b376e198d1127f01c6d69c82a8943"
+    assert generation_key(endpoint, {"max_tokens": 8}, messages) == "95944aae68a7c0cb2fa4444540e18756"
+    with SimulatorThread() as sim, CaptureProxy(sim.root_url) as proxy:
+
+        async def send() -> None:
+            async with aiohttp.ClientSession() as session:
+                sender = FastSender(lambda: session, proxy.base_url, "sim-a", {"max_tokens": 8})
+                reply = await sender.send(messages, "k")
+                assert reply.text
+
+        anyio.run(send)
+        [sent] = [e.body for e in proxy.to("/v1/chat/completions")]
+    assert [sys.getsizeof(m["content"]) for m in messages] == sizes
+    assert sent == orjson.dumps({"model": "sim-a", "messages": [dict(m) for m in _CHINESE], "max_tokens": 8})
+    # What the rule guards against, on the same strings: encoding them in place grows them.
+    orjson.dumps(messages)
+    assert sys.getsizeof(messages[1]["content"]) > sizes[1] * 2

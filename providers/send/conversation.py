@@ -63,4 +63,21 @@ def _blank(content: Any) -> bool:
     return False
 
 
-__all__ = ["EMPTY_TURN", "NON_EMPTY_PROVIDERS", "conversation", "non_empty"]
+def detached(messages: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+    """`messages` for a serializer to encode once and let go: each text that is not ASCII a fresh copy,
+    the rest as it is (the same sequence when every text is ASCII). orjson keeps the UTF-8 it encodes a
+    non-ASCII str into inside that str, for the str's life (CPython's PyUnicode_AsUTF8AndSize): a
+    prompt hashed for its key or encoded as a body in place grew by 1.5 to 3 times its size for as
+    long as it was held after (an instance's prompt, a judge call's waiting for its slot). A copy
+    takes that UTF-8 away with it. ASCII text is its own UTF-8, and nothing is added to it."""
+    if all(_ascii(m) for m in messages):
+        return messages
+    return [m if _ascii(m) else {**m, "content": "".join((m["content"], ""))} for m in messages]
+
+
+def _ascii(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return not isinstance(content, str) or content.isascii()
+
+
+__all__ = ["EMPTY_TURN", "NON_EMPTY_PROVIDERS", "conversation", "detached", "non_empty"]

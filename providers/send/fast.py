@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ifsweep.providers.records import CallStatus
+from ifsweep.providers.send.conversation import detached
 from ifsweep.providers.send.retry import HttpStatusError, MalformedResponse, error_code
 
 if TYPE_CHECKING:
@@ -178,7 +179,9 @@ class FastSender:
     async def send(
         self, messages: Sequence[Mapping[str, str]], api_key: str, extra: Mapping[str, Any] | None = None
     ) -> Reply:
-        body = orjson.dumps({"model": self._model, "messages": messages, **self._params, **(extra or {})})
+        sent = detached(messages)  # encoded once here: the prompts held after keep no UTF-8 copy
+        body = orjson.dumps({"model": self._model, "messages": sent, **self._params, **(extra or {})})
+        del sent
         headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         async with self._session().post(self._url, data=body, headers=headers) as resp:
             raw = await resp.read()

@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ifsweep.providers.records import EndpointSpec
-from ifsweep.providers.send.conversation import conversation
+from ifsweep.providers.send.conversation import conversation, detached
 from ifsweep.runner.store.shards import record_key
 
 __all__ = [
@@ -76,8 +76,8 @@ def _route_identity(model: str, api_base: str | None, force_litellm: bool) -> Id
 
 def _sent(endpoint: Identity, messages: Sequence[Mapping[str, str]]) -> Sequence[Mapping[str, Any]]:
     """The conversation the endpoint's provider is sent (providers/send/conversation.py): a key names
-    the request body, whichever route sends it."""
-    return conversation(endpoint.get("provider") or "", messages)
+    the request body, whichever route sends it; `detached`, as hashing only reads it."""
+    return detached(conversation(endpoint.get("provider") or "", messages))
 
 
 def generation_key(
