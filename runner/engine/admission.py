@@ -7,7 +7,8 @@ pairs held some 80,000 waiting tasks and their prompts: 1.7 GB at 40 models (iss
 takes one slot per judge task before it starts them (all its tasks at once, or the whole capacity if
 it has more), and gives each back as its task ends; a pair that must wait holds its instance and
 answer, not its plan (the pipeline plans again once admitted). So what is alive of the judge's work
-is bounded by the capacity, not by pairs x tasks.
+is bounded by the capacity, not by pairs x tasks. The sweep sets it to the run's concurrency and a
+quarter more (runner/engine/sweep.py).
 
 FIFO: a pair of 80 tasks is not passed over forever by pairs of one. Nothing here is used by a
 sweep without judges.
