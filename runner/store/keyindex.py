@@ -39,8 +39,8 @@ _MIN_SLOTS = 1 << 10
 # of a few thousand calls then never imports NumPy (0.15 s, a tenth of such a sweep's CPU).
 _NUMPY_FROM = 1 << 15
 # A vectorized rebuild places the entries this many at a time: its arrays of positions, masks and
-# gathers are a chunk's, not every entry's (at 349k entries they were about 8 MB at once, the 40-model
-# sweep's peak: docs/design/shards.md).
+# gathers are a chunk's, not every entry's (the rebuild at 349k entries, the 40-model full-size sweep's
+# peak, rose 6 MB above the old table with them all at once, 3 MB so: docs/design/scheduler.md).
 _PLACE_CHUNK = 1 << 15
 _KEY = struct.Struct("=QQ")  # native order, as the arrays and their NumPy views
 _ROW = struct.Struct("=QQQI")  # hi, lo, location word, length and error bit: an entry's 28 bytes
