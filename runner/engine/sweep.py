@@ -478,11 +478,9 @@ async def _drive(run: _Run, books: _Books, progress: str) -> _Ended:
             retry_errors=run.retry,
             counters=books.counters,
             replacing=run.older_slots,
-            # Judge tasks alive at once per judge, whatever number of tasks each pair plans
-            # (runner/engine/admission.py): the calls the run may have in flight and a quarter more,
-            # so a task between two calls leaves no slot idle. As many as the workers (twice the
-            # concurrency) kept 1,024 tasks alive for 512 slots in the full-size sweep: 113 MB and
-            # 0.457 CPU ms a call at 40 models, against 107 MB and 0.386 with 640.
+            # Judge tasks alive per judge (runner/engine/admission.py): the calls in flight and a
+            # quarter more, so no slot idles. As many as the workers (2x concurrency) kept 1,024 alive
+            # for 512 slots at full size: 113 MB, 0.457 CPU ms a call, against 107 MB, 0.386 with 640.
             judge_slots=cfg.run.concurrency + max(1, cfg.run.concurrency // 4),
         )
         state.judges = pipeline.judge_counters
